@@ -1,0 +1,50 @@
+"""``sessiond serve``: the only place that reads the environment (rule 10)."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from infra.bootstrap import Container
+from infra.settings import Settings, default_data_dir
+
+from .app import create_app
+
+log = logging.getLogger("sessiond")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="sessiond", description="Session supervisor daemon")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the HTTP server")
+    serve.add_argument("--host", default=os.environ.get("SESSIOND_HOST", "127.0.0.1"))
+    serve.add_argument("--port", type=int, default=int(os.environ.get("SESSIOND_PORT", "8780")))
+    serve.add_argument("--data-dir", type=Path,
+                       default=Path(os.environ.get("SESSIOND_DATA_DIR") or default_data_dir()))
+    serve.add_argument("--token", default=os.environ.get("SESSIOND_TOKEN", ""))
+    serve.add_argument("--runtime", choices=("bwrap", "host"),
+                       default=os.environ.get("SESSIOND_RUNTIME", "bwrap"))
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = Settings(host=args.host, port=args.port, data_dir=args.data_dir.resolve(),
+                        token=args.token, runtime=args.runtime)
+    settings.check()
+    if not settings.token:
+        log.warning("no token configured: accepting unauthenticated requests on loopback %s", settings.host)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    container = Container(settings)
+    if settings.runtime == "host":
+        log.warning("runtime 'host': sessions run WITHOUT sandbox isolation")
+    app = create_app(container)
+    app.run(host=settings.host, port=settings.port, single_process=True, access_log=False,
+            motd=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""create_app: the Sanic application around a Container (no module-level app)."""
+from __future__ import annotations
+
+import orjson
+from sanic import Sanic
+
+from .auth import install_auth
+from .errors import handle_error
+from .routes import health, journal, sandboxes, sessions
+
+
+def create_app(container, *, name: str = "sessiond") -> Sanic:
+    app = Sanic(name, dumps=orjson.dumps)
+    app.config.REQUEST_MAX_SIZE = 256 * 1024 * 1024
+    app.config.RESPONSE_TIMEOUT = 24 * 3600  # SSE and WebSocket streams live long
+    app.config.REQUEST_TIMEOUT = 120
+    app.config.KEEP_ALIVE_TIMEOUT = 75
+    app.config.GRACEFUL_SHUTDOWN_TIMEOUT = 5.0
+    app.ctx.container = container
+    install_auth(app, container.settings.token)
+    for module in (health, sandboxes, sessions, journal):
+        app.blueprint(module.bp)
+    app.error_handler.add(Exception, handle_error)
+
+    @app.before_server_start
+    async def start_container(app, _loop):
+        await container.start()
+
+    @app.after_server_stop
+    async def stop_container(app, _loop):
+        await container.stop()
+
+    return app

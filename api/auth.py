@@ -1,0 +1,30 @@
+"""Bearer auth for every /api and /v1 route, compared in constant time."""
+from __future__ import annotations
+
+import hmac
+
+from sanic import Request
+
+from .errors import envelope
+
+PROTECTED_PREFIXES = ("/api/", "/v1/")
+
+
+def install_auth(app, token: str) -> None:
+    if not token:
+        return
+    expected = token.encode()
+
+    @app.on_request
+    async def require_bearer(request: Request):
+        if not request.path.startswith(PROTECTED_PREFIXES):
+            return None
+        header = request.headers.get("authorization")
+        if not header:
+            return envelope(401, "unauthorized", "missing authorization header")
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            return envelope(401, "unauthorized", "invalid authorization header format")
+        if not hmac.compare_digest(value.strip().encode(), expected):
+            return envelope(401, "unauthorized", "invalid token")
+        return None

@@ -1,0 +1,67 @@
+"""The only table from domain errors to HTTP status and code, and the one handler."""
+from __future__ import annotations
+
+import logging
+
+import orjson
+from sanic import HTTPResponse, Request
+from sanic.exceptions import SanicException
+
+from domain.model import errors as e
+
+log = logging.getLogger(__name__)
+
+# Most specific first: the first matching class wins.
+STATUS: list[tuple[type, int, str]] = [
+    (e.SessionNotFoundError, 404, "session_not_found"),
+    (e.SandboxNotFoundError, 404, "not_found"),
+    (e.CursorExpiredError, 410, "event_cursor_expired"),
+    (e.InputBufferFullError, 429, "input_buffer_full"),
+    (e.SandboxConflictError, 409, "conflict"),
+    (e.ConflictError, 409, "session_conflict"),
+    (e.InvalidRequestError, 400, "invalid_request"),
+    (e.UnavailableError, 503, "unavailable"),
+]
+
+
+class ApiError(Exception):
+    """An error decided in the API layer itself (auth, bad JSON, unknown route)."""
+
+    def __init__(self, status: int, code: str, message: str, details=None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.details = status, code, message, details
+
+
+def envelope(status: int, code: str, message: str, details=None, headers=None) -> HTTPResponse:
+    error = {"code": code, "message": message}
+    if details is not None:
+        error["details"] = details
+    return HTTPResponse(orjson.dumps({"success": False, "error": error}), status=status,
+                        headers=headers, content_type="application/json")
+
+
+def classify(exc: BaseException, action: str) -> tuple[int, str, str, object]:
+    if isinstance(exc, ApiError):
+        return exc.status, exc.code, exc.message, exc.details
+    if isinstance(exc, e.DomainError):
+        for cls, status, code in STATUS:
+            if isinstance(exc, cls):
+                details = None
+                if isinstance(exc, e.CursorExpiredError):
+                    details = {"earliest": exc.earliest, "latest": exc.latest}
+                return status, code, exc.message, details
+        return 500, f"{action}_failed", exc.message, None
+    if isinstance(exc, SanicException):
+        status = getattr(exc, "status_code", 500) or 500
+        code = {404: "not_found", 405: "method_not_allowed", 400: "invalid_request",
+                413: "payload_too_large"}.get(status, "internal_error")
+        return status, code, str(exc) or code, None
+    log.error("unhandled error in %s", action, exc_info=exc)
+    return 500, f"{action}_failed" if action else "internal_error", "internal error", None
+
+
+def handle_error(request: Request, exc: BaseException) -> HTTPResponse:
+    action = getattr(request.route, "ctx", None)
+    action = getattr(action, "action", "") if action is not None else ""
+    status, code, message, details = classify(exc, action)
+    return envelope(status, code, message, details)

@@ -1,0 +1,62 @@
+"""Journal routes: paged events (§1.11) and the SSE stream (§1.12, §4)."""
+from __future__ import annotations
+
+from sanic import Blueprint, Request
+
+from domain.model.requests import parse_cursor, parse_limit
+
+from ..schemas import ok
+from ..sse import HEARTBEAT_S, heartbeat_frame, sse_frame
+from .sessions import service
+
+bp = Blueprint("journal", url_prefix="/api/v1/sandboxes/<sandbox_id>/sessions/<session_id>")
+
+
+@bp.get("/events", ctx_action="list_session_events")
+async def list_events(request: Request, sandbox_id: str, session_id: str):
+    """200 {"events", "cursor"}; 400 bad after/limit or after > latest; 404; 410 event_cursor_expired."""
+    after = parse_cursor(request.args.get("after"))
+    limit = parse_limit(request.args.get("limit"))
+    records, (earliest, latest) = await service(request, sandbox_id).events_page(session_id, after, limit)
+    return ok({"events": records, "cursor": {"earliest": earliest, "latest": latest}})
+
+
+def stream_cursor(request: Request) -> int:
+    header = request.headers.get("last-event-id", "")
+    if header.strip():  # a non-empty Last-Event-ID wins over ?after=
+        return parse_cursor(header, "Last-Event-ID")
+    return parse_cursor(request.args.get("after"))
+
+
+@bp.get("/events/stream", ctx_action="stream_session_events")
+async def stream_events(request: Request, sandbox_id: str, session_id: str):
+    """200 text/event-stream: replay after the cursor, then live; 400; 404; 410 before the stream."""
+    after = stream_cursor(request)
+    parse_limit(request.args.get("limit"))
+    svc = service(request, sandbox_id)
+    subscriber, upto = svc.subscribe(session_id, after)
+    try:
+        response = await request.respond(
+            content_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        last = after
+        while last < upto:  # replay the committed snapshot, page by page
+            records = await svc.replay(session_id, last, upto)
+            if not records:
+                break
+            await response.send(b"".join(sse_frame(r) for r in records))
+            last = records[-1]["seq"]
+        last = max(last, upto)
+        while True:
+            batch = await subscriber.next_batch(HEARTBEAT_S)
+            fresh = [r for r in batch if r["seq"] > last]
+            if fresh:
+                await response.send(b"".join(sse_frame(r) for r in fresh))
+                last = fresh[-1]["seq"]
+            elif subscriber.closed_reason:
+                break
+            elif not batch:
+                await response.send(heartbeat_frame(svc.supervisor.committed_seq.get(session_id, last)))
+        await response.eof()
+    finally:
+        svc.hub.unsubscribe(subscriber)

@@ -1,0 +1,127 @@
+"""Sandbox routes (sandboxes contract §1): claim, list, get, status, delete."""
+from __future__ import annotations
+
+from sanic import Blueprint, Request
+
+from ..errors import ApiError
+from ..schemas import ok, parse_json, render_claim, render_sandbox
+
+bp = Blueprint("sandboxes", url_prefix="/api/v1/sandboxes")
+
+
+def manager(request: Request):
+    return request.app.ctx.container.manager
+
+
+def _bad(message: str) -> ApiError:
+    return ApiError(400, "bad_request", message)
+
+
+def parse_claim(body) -> tuple[str, dict]:
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise _bad("invalid request body: expected a JSON object")
+    template = body.get("template")
+    if template is not None and not isinstance(template, str):
+        raise _bad("template must be a string")
+    template = (template or "").strip().lower()
+    if not template:
+        raise _bad("template is required")
+    if "/" in template or len(template) > 255:
+        raise _bad("template is invalid")
+    return template, parse_config(body.get("config"))
+
+
+def parse_config(config) -> dict:
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise _bad("config must be an object")
+    out: dict = {}
+    for key in ("ttl", "hard_ttl"):
+        value = config.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _bad(f"{key} must be an integer")
+        if value < 0:
+            raise _bad(f"{key} must be non-negative")
+        out[key] = value
+    if out.get("ttl", 0) > 0 and out.get("hard_ttl", 0) > 0 and out["ttl"] > out["hard_ttl"]:
+        raise _bad("ttl must be less than or equal to hard_ttl")
+    if config.get("auto_resume") is not None:
+        if not isinstance(config["auto_resume"], bool):
+            raise _bad("auto_resume must be a boolean")
+        out["auto_resume"] = config["auto_resume"]
+    env = config.get("env_vars")
+    if env is not None:
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise _bad("env_vars must be an object of strings")
+        out["env_vars"] = env
+    return out
+
+
+@bp.post("", ctx_action="claim_sandbox", strict_slashes=False)
+async def claim(request: Request):
+    """201 ClaimResponse; 400 bad_request (template required or invalid config)."""
+    template, config = parse_claim(parse_json(request))
+    sandbox = await manager(request).claim(template, config)
+    return ok(render_claim(sandbox), 201)
+
+
+@bp.get("", ctx_action="list_sandboxes", strict_slashes=False)
+async def list_sandboxes(request: Request):
+    """200 {"sandboxes", "count", "has_more"}; 400 bad_request for bad paging."""
+    limit, offset = _paging(request)
+    items = [render_sandbox(sb) for sb in manager(request).list()]
+    status = request.args.get("status")
+    template = request.args.get("template_id")
+    paused = request.args.get("paused")
+    if status:
+        items = [sb for sb in items if sb["status"] == status]
+    if template:
+        items = [sb for sb in items if sb["template_id"] == template]
+    if paused is not None:
+        if paused not in ("true", "false"):
+            raise _bad("invalid paused parameter")
+        items = [sb for sb in items if sb["paused"] == (paused == "true")]
+    page = items[offset:offset + limit]
+    summaries = [{k: sb[k] for k in ("id", "template_id", "status", "paused", "runtime_generation",
+                                     "created_at", "updated_at", "expires_at", "hard_expires_at") if k in sb}
+                 for sb in page]
+    return ok({"sandboxes": summaries, "count": len(items), "has_more": offset + limit < len(items)})
+
+
+def _paging(request: Request) -> tuple[int, int]:
+    try:
+        limit = int(request.args.get("limit", "50"))
+        offset = int(request.args.get("offset", "0"))
+    except ValueError:
+        raise _bad("limit and offset must be integers") from None
+    if not 1 <= limit <= 200 or offset < 0:
+        raise _bad("limit must be 1-200 and offset non-negative")
+    return limit, offset
+
+
+@bp.get("/<sandbox_id>", ctx_action="get_sandbox")
+async def get_sandbox(request: Request, sandbox_id: str):
+    """200 Sandbox; 404 not_found."""
+    return ok(render_sandbox(manager(request).sandbox(sandbox_id)))
+
+
+@bp.get("/<sandbox_id>/status", ctx_action="get_sandbox_status")
+async def sandbox_status(request: Request, sandbox_id: str):
+    """200 SandboxStatus; 404 not_found."""
+    sandbox = render_sandbox(manager(request).sandbox(sandbox_id))
+    status = {"sandbox_id": sandbox["id"], "template_id": sandbox["template_id"], "team_id": "local",
+              "runtime_id": sandbox["runtime_id"], "status": sandbox["status"],
+              "claimed_at": sandbox["claimed_at"], "created_at": sandbox["created_at"]}
+    return ok(status)
+
+
+@bp.delete("/<sandbox_id>", ctx_action="delete_sandbox")
+async def delete_sandbox(request: Request, sandbox_id: str):
+    """202 {"message"}; 404 not_found."""
+    await manager(request).delete(sandbox_id)
+    return ok({"message": "sandbox terminated successfully"}, 202)

@@ -1,0 +1,83 @@
+"""Render domain objects as the contract's JSON shapes; parse request bodies.
+
+Optional fields are omitted, never null (contract §3, §7.3).
+"""
+from __future__ import annotations
+
+import orjson
+from sanic import HTTPResponse, Request
+
+from domain.model.timefmt import rfc3339
+
+from .errors import ApiError
+
+
+def parse_json(request: Request, allow_empty: bool = True):
+    body = request.body
+    if not body or not body.strip():
+        if allow_empty:
+            return None
+        raise ApiError(400, "invalid_request", "request body is required")
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(400, "invalid_request", f"invalid JSON body: {exc}") from None
+
+
+def ok(data, status: int = 200) -> HTTPResponse:
+    return HTTPResponse(orjson.dumps({"success": True, "data": data}), status=status,
+                        content_type="application/json")
+
+
+def render_attempt(attempt: dict) -> dict:
+    out = {"id": attempt["id"], "number": attempt["number"],
+           "runtime_generation": attempt["runtime_generation"]}
+    if "pid" in attempt and "finished_ns" not in attempt:
+        out["pid"] = attempt["pid"]
+    if "started_ns" in attempt:
+        out["started_at"] = rfc3339(attempt["started_ns"])
+    if "finished_ns" in attempt:
+        out["finished_at"] = rfc3339(attempt["finished_ns"])
+    if "exit_code" in attempt:
+        out["exit_code"] = attempt["exit_code"]
+    if "signal" in attempt:
+        from domain.model.signals import signal_short_name
+        out["signal"] = signal_short_name(attempt["signal"])
+    if attempt.get("reason"):
+        out["reason"] = attempt["reason"]
+    return out
+
+
+def render_session(session, cursor: tuple[int, int]) -> dict:
+    out = {"id": session.id, "spec": session.spec, "spec_version": session.spec_version,
+           "phase": session.phase, "runtime_generation": session.generation}
+    if session.attempts:
+        out["attempt"] = render_attempt(session.attempts[-1])
+    out["restart_count"] = session.restart_count
+    out["cursor"] = {"earliest": cursor[0], "latest": cursor[1]}
+    out["created_at"] = rfc3339(session.created_ns)
+    out["updated_at"] = rfc3339(session.updated_ns)
+    out["last_activity_at"] = rfc3339(session.last_activity_ns)
+    return out
+
+
+def render_sandbox(sandbox) -> dict:
+    paused = sandbox.status == "paused"
+    out = {
+        "id": sandbox.id, "template_id": sandbox.template, "team_id": "local",
+        "status": sandbox.status, "paused": paused, "auto_resume": sandbox.auto_resume,
+        "runtime_id": "" if paused else f"{sandbox.id}-g{sandbox.runtime_generation}",
+        "runtime_generation": sandbox.runtime_generation,
+        "claimed_at": rfc3339(sandbox.claimed_ns), "created_at": rfc3339(sandbox.created_ns),
+        "updated_at": rfc3339(sandbox.updated_ns),
+    }
+    if sandbox.expires_ns:  # disabled deadlines are left out rather than null
+        out["expires_at"] = rfc3339(sandbox.expires_ns)
+    if sandbox.hard_expires_ns:
+        out["hard_expires_at"] = rfc3339(sandbox.hard_expires_ns)
+    return out
+
+
+def render_claim(sandbox) -> dict:
+    return {"sandbox_id": sandbox.id, "status": sandbox.status,
+            "runtime_id": f"{sandbox.id}-g{sandbox.runtime_generation}", "template": sandbox.template}

@@ -1,0 +1,81 @@
+"""Live subscribers: a bounded buffer each; a full buffer detaches that subscriber only.
+
+Publishing never blocks (contract §6.13): a subscriber that cannot keep up is closed
+with reason ``slow`` and reconnects with its last seq; the journal loses nothing.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+BUFFER_EVENTS = 256
+
+
+class Subscriber:
+    def __init__(self, session_id: str, capacity: int = BUFFER_EVENTS) -> None:
+        self.session_id = session_id
+        self.capacity = capacity
+        self.items: deque = deque()
+        self.closed_reason = ""
+        self._ready = asyncio.Event()
+
+    def offer(self, item) -> None:
+        if self.closed_reason:
+            return
+        if len(self.items) >= self.capacity:
+            self.close("slow")
+            return
+        self.items.append(item)
+        self._ready.set()
+
+    def close(self, reason: str) -> None:
+        if not self.closed_reason:
+            self.closed_reason = reason
+            self._ready.set()
+
+    async def next_batch(self, timeout: float | None = None) -> list:
+        """Items available now (waiting up to ``timeout``); [] on timeout or when closed."""
+        if not self.items and not self.closed_reason:
+            self._ready.clear()
+            try:
+                await asyncio.wait_for(self._ready.wait(), timeout)
+            except asyncio.TimeoutError:
+                return []
+        batch = list(self.items)
+        self.items.clear()
+        return batch
+
+
+class Hub:
+    def __init__(self) -> None:
+        self._subscribers: dict[str, set[Subscriber]] = {}
+
+    def subscribe(self, session_id: str) -> Subscriber:
+        subscriber = Subscriber(session_id)
+        self._subscribers.setdefault(session_id, set()).add(subscriber)
+        return subscriber
+
+    def unsubscribe(self, subscriber: Subscriber) -> None:
+        subscribers = self._subscribers.get(subscriber.session_id)
+        if subscribers is not None:
+            subscribers.discard(subscriber)
+            if not subscribers:
+                del self._subscribers[subscriber.session_id]
+
+    def has_subscribers(self, session_id: str) -> bool:
+        return session_id in self._subscribers
+
+    def publish(self, session_id: str, items: list) -> None:
+        for subscriber in list(self._subscribers.get(session_id, ())):
+            for item in items:
+                subscriber.offer(item)
+            if subscriber.closed_reason:
+                self.unsubscribe(subscriber)
+
+    def close_session(self, session_id: str, reason: str) -> None:
+        for subscriber in self._subscribers.pop(session_id, set()):
+            subscriber.close(reason)
+
+    def close_all(self, reason: str) -> None:
+        for session_id in list(self._subscribers):
+            self.close_session(session_id, reason)

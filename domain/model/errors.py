@@ -1,0 +1,99 @@
+"""The one domain error tree. ``api/errors.py`` maps each class to a status and code.
+
+DomainError
+├── NotFoundError: SessionNotFoundError, SandboxNotFoundError
+├── ConflictError: SessionExistsError, AttemptMismatchError, SessionNotRunningError,
+│                  InputIdReusedError, AttemptRunningError, PtyUnavailableError, SandboxConflictError
+├── InvalidRequestError: InvalidSpecError
+├── CursorExpiredError (carries earliest/latest)
+├── InputBufferFullError
+├── UnavailableError (lifecycle barrier, paused without auto_resume)
+└── OperationFailedError (the process refused the operation: 500 <action>_failed)
+"""
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFoundError(DomainError):
+    pass
+
+
+class SessionNotFoundError(NotFoundError):
+    def __init__(self, message: str = "session not found") -> None:
+        super().__init__(message)
+
+
+class SandboxNotFoundError(NotFoundError):
+    def __init__(self, message: str = "sandbox not found") -> None:
+        super().__init__(message)
+
+
+class ConflictError(DomainError):
+    pass
+
+
+class SessionExistsError(ConflictError):
+    def __init__(self) -> None:
+        super().__init__("session already exists")
+
+
+class AttemptMismatchError(ConflictError):
+    def __init__(self) -> None:
+        super().__init__("session attempt mismatch")
+
+
+class SessionNotRunningError(ConflictError):
+    def __init__(self) -> None:
+        super().__init__("session is not running")
+
+
+class InputIdReusedError(ConflictError):
+    def __init__(self) -> None:
+        super().__init__("input id was already used with different content")
+
+
+class AttemptRunningError(ConflictError):
+    def __init__(self) -> None:
+        super().__init__("session already has a running attempt")
+
+
+class PtyUnavailableError(ConflictError):
+    def __init__(self) -> None:
+        super().__init__("pty not available")
+
+
+class SandboxConflictError(ConflictError):
+    pass
+
+
+class InvalidRequestError(DomainError):
+    pass
+
+
+class InvalidSpecError(InvalidRequestError):
+    pass
+
+
+class CursorExpiredError(DomainError):
+    def __init__(self, earliest: int, latest: int) -> None:
+        super().__init__(f"event cursor expired; earliest available sequence is {earliest}")
+        self.earliest = earliest
+        self.latest = latest
+
+
+class InputBufferFullError(DomainError):
+    def __init__(self) -> None:
+        super().__init__("input buffer full")
+
+
+class UnavailableError(DomainError):
+    pass
+
+
+class OperationFailedError(DomainError):
+    pass

@@ -1,0 +1,76 @@
+"""The public journal: one table from stored event topic to public type, one render function.
+
+The API (paged reads, SSE, WebSocket) and the audit views all use ``public_record``.
+It works on decoded stored state (a dict) so journal pages never build domain objects.
+"""
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from . import events as ev
+from .policies import go_duration
+from .signals import signal_short_name
+
+PUBLIC_TYPE: dict[str, str] = {
+    ev.Created.TOPIC: "session.created",
+    ev.Updated.TOPIC: "session.updated",
+    ev.DesiredStateChanged.TOPIC: "session.desired_state",
+    ev.AttemptStarting.TOPIC: "attempt.starting",
+    ev.AttemptStarted.TOPIC: "attempt.started",
+    ev.Ready.TOPIC: "session.ready",
+    ev.Output.TOPIC: "output",
+    ev.InputAccepted.TOPIC: "input.accepted",
+    ev.SignalSent.TOPIC: "signal.sent",
+    ev.TerminalResized.TOPIC: "terminal.resized",
+    ev.AttemptStopping.TOPIC: "attempt.stopping",
+    ev.AttemptExited.TOPIC: "attempt.exited",
+    ev.BackoffScheduled.TOPIC: "session.backoff",
+    ev.Failed.TOPIC: "session.failed",
+    ev.Paused.TOPIC: "session.paused",
+    ev.Resumed.TOPIC: "session.resumed",
+    ev.RecoveryStopped.TOPIC: "session.stopped",
+    ev.Expired.TOPIC: "session.expired",
+}
+OUTPUT_TOPIC = ev.Output.TOPIC
+LIFECYCLE_TOPICS = frozenset(t for t, name in PUBLIC_TYPE.items()
+                             if name.startswith(("session.", "attempt.")))
+
+
+def _reason(topic: str, state: dict) -> str:
+    if topic == ev.DesiredStateChanged.TOPIC:
+        return state["state"]
+    if topic == ev.BackoffScheduled.TOPIC:
+        return go_duration(state["delay_ms"])
+    if topic == ev.SignalSent.TOPIC:
+        return state["description"]
+    if topic == ev.RecoveryStopped.TOPIC:
+        return "runtime_recovery_policy"
+    return state.get("reason", "")
+
+
+def public_record(session_id: str, seq: int, topic: str, state: dict, occurred_at: str) -> dict[str, Any]:
+    """Render one stored event as the contract's Event object (§3.2), optionals omitted."""
+    record: dict[str, Any] = {"seq": seq, "session_id": session_id,
+                              "runtime_generation": state["generation"]}
+    if state["attempt_id"]:
+        record["attempt_id"] = state["attempt_id"]
+    record["type"] = PUBLIC_TYPE[topic]
+    if topic == OUTPUT_TOPIC:
+        record["stream"] = state["stream"]
+        record["data_base64"] = base64.b64encode(state["data"]).decode("ascii")
+    if topic == ev.AttemptExited.TOPIC:
+        if state["exit_code"] is not None:
+            record["exit_code"] = state["exit_code"]
+        if state["signal"] is not None:
+            record["signal"] = signal_short_name(state["signal"])
+    reason = _reason(topic, state)
+    if reason:
+        record["reason"] = reason
+    record["occurred_at"] = occurred_at
+    return record
+
+
+def logical_size(record_json: bytes) -> int:
+    """Contract §6.12: an event's logical size is its JSON length plus one (a JSONL line)."""
+    return len(record_json) + 1

@@ -1,0 +1,124 @@
+"""Validation of the small request bodies (inputs, signals, resize, desired state).
+
+Each raises InvalidRequestError with the reference's message. The service calls them
+in the contract's order relative to the session lookup.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InvalidRequestError
+from .signals import parse_signal
+
+
+def body_object(body: Any) -> dict:
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise InvalidRequestError("invalid request body: expected a JSON object")
+    return body
+
+
+def _optional_str(body: dict, key: str) -> str:
+    value = body.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidRequestError(f"invalid request body: {key} must be a string")
+    return value
+
+
+def _optional_bool(body: dict, key: str) -> bool:
+    value = body.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise InvalidRequestError(f"invalid request body: {key} must be a boolean")
+    return value
+
+
+@dataclass(frozen=True)
+class InputRequest:
+    input_id: str
+    data: bytes
+    eof: bool
+    expected_attempt_id: str
+
+
+def check_input_types(body: dict) -> None:
+    """JSON type errors are decode errors: they come before the lookup (contract §1.8)."""
+    for key in ("input_id", "expected_attempt_id", "data_base64"):
+        _optional_str(body, key)
+    _optional_bool(body, "eof")
+
+
+def parse_input(body: dict) -> InputRequest:
+    input_id = _optional_str(body, "input_id").strip()
+    if not input_id:
+        raise InvalidRequestError("input_id is required")
+    encoded = _optional_str(body, "data_base64")
+    try:
+        data = base64.b64decode(encoded, validate=True) if encoded else b""
+    except (binascii.Error, ValueError):
+        raise InvalidRequestError("data_base64 is invalid") from None
+    eof = _optional_bool(body, "eof")
+    if not data and not eof:
+        raise InvalidRequestError("data_base64 or eof is required")
+    return InputRequest(input_id, data, eof, _optional_str(body, "expected_attempt_id").strip())
+
+
+def parse_signal_request(body: dict) -> tuple[int, str]:
+    name = body.get("signal")
+    if not isinstance(name, str):
+        raise InvalidRequestError("unsupported signal")
+    try:
+        signum = parse_signal(name)
+    except ValueError:
+        raise InvalidRequestError("unsupported signal") from None
+    return signum, _optional_str(body, "expected_attempt_id").strip()
+
+
+def parse_resize(body: dict) -> tuple[int, int, str]:
+    sizes = []
+    for key in ("rows", "cols"):
+        value = body.get(key, 0)
+        if value is None:
+            value = 0
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
+            raise InvalidRequestError(f"invalid request body: {key} must be an integer from 1 to 65535")
+        sizes.append(value)
+    if sizes[0] == 0 or sizes[1] == 0:
+        raise InvalidRequestError("rows and cols must be greater than zero")
+    return sizes[0], sizes[1], _optional_str(body, "expected_attempt_id").strip()
+
+
+def parse_desired_state(body: dict) -> str:
+    state = body.get("state")
+    if state not in ("running", "stopped"):
+        raise InvalidRequestError("invalid desired state")
+    return state
+
+
+def parse_replace_current(body: dict) -> bool:
+    return _optional_bool(body, "replace_current")
+
+
+def parse_cursor(value: str | None, name: str = "after") -> int:
+    if value is None or value == "":
+        return 0
+    text = value.strip()
+    if not text.isdigit() or int(text) > 2**63 - 1:
+        raise InvalidRequestError(f"{name} must be a non-negative integer")
+    return int(text)
+
+
+def parse_limit(value: str | None) -> int:
+    if value is None or value == "":
+        return 1000
+    text = value.strip()
+    if not text.lstrip("-").isdigit() or not 1 <= int(text) <= 10000:
+        raise InvalidRequestError("limit must be between 1 and 10000")
+    return int(text)

@@ -1,0 +1,186 @@
+"""Session spec: normalize (fill defaults), then validate, producing the echoed form.
+
+The normalized spec is a plain JSON-ready dict in the reference's field order with
+zero-valued optionals omitted (contract §2.4). Two specs are equal for idempotency
+exactly when their normalized dicts are equal.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import InvalidSpecError
+from .phases import DesiredState, IoMode, ReadinessKind, RestartPolicy, RuntimeRecovery
+
+DEFAULT_MAX_BYTES = 67108864
+DEFAULT_MAX_AGE_S = 86400
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+UINT16_MAX = 65535
+
+
+def _obj(value: Any, where: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidSpecError(f"invalid request body: {where} must be an object")
+    return value
+
+
+def _str(value: Any, where: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidSpecError(f"invalid request body: {where} must be a string")
+    return value
+
+
+def _int(value: Any, where: str, maximum: int = INT64_MAX, minimum: int = -INT64_MAX - 1) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise InvalidSpecError(f"invalid request body: {where} must be an integer")
+    if not minimum <= value <= maximum:
+        raise InvalidSpecError(f"invalid request body: {where} is out of range")
+    return value
+
+
+def _enum(value: Any, where: str, enum: type, default: str, message: str) -> str:
+    text = _str(value, where)
+    if text == "":
+        return default
+    if text not in {member.value for member in enum}:
+        raise InvalidSpecError(message)
+    return text
+
+
+def _command(value: Any) -> list[str]:
+    if value is None:
+        raise InvalidSpecError("command is required")
+    if not isinstance(value, list) or not all(isinstance(part, str) for part in value):
+        raise InvalidSpecError("invalid request body: command must be an array of strings")
+    if not value or not value[0].strip():
+        raise InvalidSpecError("command is required")
+    return list(value)
+
+
+def _env(value: Any) -> dict[str, str]:
+    env = _obj(value, "env")
+    if not all(isinstance(v, str) for v in env.values()):
+        raise InvalidSpecError("invalid request body: env values must be strings")
+    return dict(env)
+
+
+def _io(raw: dict) -> dict:
+    mode = _enum(raw.get("mode"), "io.mode", IoMode, "pipes", 'io.mode must be "pipes" or "pty"')
+    io: dict[str, Any] = {"mode": mode}
+    terminal = _obj(raw.get("terminal"), "io.terminal")
+    rows = _int(terminal.get("rows"), "io.terminal.rows", UINT16_MAX, 0)
+    cols = _int(terminal.get("cols"), "io.terminal.cols", UINT16_MAX, 0)
+    term = _str(terminal.get("term"), "io.terminal.term")
+    if mode == IoMode.PTY:  # a terminal sent with pipes mode is discarded
+        io["terminal"] = {"rows": rows or 24, "cols": cols or 80, "term": term or "xterm-256color"}
+    return io
+
+
+def _restart(raw: dict) -> dict:
+    policy = _enum(raw.get("policy"), "lifecycle.restart.policy", RestartPolicy, "never",
+                   "lifecycle.restart.policy is invalid")
+    values = {k: _int(raw.get(k), f"lifecycle.restart.{k}", INT32_MAX, -INT32_MAX - 1)
+              for k in ("max_restarts", "window_seconds", "initial_backoff_ms", "max_backoff_ms")}
+    if any(v < 0 for v in values.values()):
+        raise InvalidSpecError("restart limits and backoff must be non-negative")
+    restart = {
+        "policy": policy,
+        "max_restarts": values["max_restarts"] or 5,
+        "window_seconds": values["window_seconds"] or 60,
+        "initial_backoff_ms": values["initial_backoff_ms"] or 250,
+        "max_backoff_ms": values["max_backoff_ms"] or 5000,
+    }
+    if restart["max_backoff_ms"] < restart["initial_backoff_ms"]:
+        raise InvalidSpecError("restart max_backoff_ms must be greater than or equal to initial_backoff_ms")
+    return restart
+
+
+def _lifecycle(raw: dict) -> dict:
+    desired = _enum(raw.get("desired_state"), "lifecycle.desired_state", DesiredState, "running",
+                    'lifecycle.desired_state must be "running" or "stopped"')
+    restart = _restart(_obj(raw.get("restart"), "lifecycle.restart"))
+    recovery = _enum(raw.get("runtime_recovery"), "lifecycle.runtime_recovery", RuntimeRecovery,
+                     "restart", "lifecycle.runtime_recovery is invalid")
+    idle = _int(raw.get("idle_timeout_seconds"), "lifecycle.idle_timeout_seconds")
+    lifetime = _int(raw.get("max_lifetime_seconds"), "lifecycle.max_lifetime_seconds")
+    grace = _int(raw.get("stop_grace_period_seconds"), "lifecycle.stop_grace_period_seconds",
+                 INT32_MAX, -INT32_MAX - 1)
+    if idle < 0 or lifetime < 0 or grace < 0:
+        raise InvalidSpecError("lifecycle timeouts must be non-negative")
+    lifecycle: dict[str, Any] = {"desired_state": desired, "restart": restart,
+                                 "runtime_recovery": recovery}
+    if idle:
+        lifecycle["idle_timeout_seconds"] = idle
+    if lifetime:
+        lifecycle["max_lifetime_seconds"] = lifetime
+    lifecycle["stop_grace_period_seconds"] = grace or 10
+    return lifecycle
+
+
+def _readiness(raw: dict) -> dict:
+    kind = _enum(raw.get("type"), "readiness.type", ReadinessKind, "process", "readiness.type is invalid")
+    delay = _int(raw.get("delay_ms"), "readiness.delay_ms", INT32_MAX, -INT32_MAX - 1)
+    output = _str(raw.get("output"), "readiness.output")
+    timeout = _int(raw.get("timeout_ms"), "readiness.timeout_ms", INT32_MAX, -INT32_MAX - 1)
+    if delay < 0 or timeout < 0:
+        raise InvalidSpecError("readiness durations must be non-negative")
+    if kind == ReadinessKind.OUTPUT and not output:
+        raise InvalidSpecError("readiness.output is required for output readiness")
+    readiness: dict[str, Any] = {"type": kind}
+    if delay:
+        readiness["delay_ms"] = delay
+    if output:
+        readiness["output"] = output
+    readiness["timeout_ms"] = timeout or 30000
+    return readiness
+
+
+def _retention(raw: dict) -> dict:
+    max_bytes = _int(raw.get("max_bytes"), "event_retention.max_bytes")
+    max_age = _int(raw.get("max_age_seconds"), "event_retention.max_age_seconds")
+    if max_bytes < 0 or max_age < 0:
+        raise InvalidSpecError("event retention limits must be non-negative")
+    return {"max_bytes": max_bytes or DEFAULT_MAX_BYTES, "max_age_seconds": max_age or DEFAULT_MAX_AGE_S}
+
+
+def normalize_spec(raw: Any) -> dict:
+    """Return the normalized, validated spec (the echoed form) or raise InvalidSpecError."""
+    if not isinstance(raw, dict):
+        raise InvalidSpecError("invalid request body: expected a JSON object")
+    spec: dict[str, Any] = {}
+    name = _str(raw.get("name"), "name").strip()
+    if name:
+        spec["name"] = name
+    spec["command"] = _command(raw.get("command"))
+    cwd = _str(raw.get("cwd"), "cwd")
+    if cwd:
+        spec["cwd"] = cwd
+    env = _env(raw.get("env"))
+    if env:
+        spec["env"] = env
+    spec["io"] = _io(_obj(raw.get("io"), "io"))
+    spec["lifecycle"] = _lifecycle(_obj(raw.get("lifecycle"), "lifecycle"))
+    spec["readiness"] = _readiness(_obj(raw.get("readiness"), "readiness"))
+    spec["event_retention"] = _retention(_obj(raw.get("event_retention"), "event_retention"))
+    return spec
+
+
+EXECUTION_FIELDS = ("command", "cwd", "env", "io", "readiness")
+
+
+def execution_changed(old: dict, new: dict) -> bool:
+    return any(old.get(key) != new.get(key) for key in EXECUTION_FIELDS)
+
+
+def with_desired_state(spec: dict, state: str) -> dict:
+    lifecycle = dict(spec["lifecycle"], desired_state=state)
+    return dict(spec, lifecycle=lifecycle)

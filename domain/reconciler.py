@@ -1,0 +1,234 @@
+"""The async side of one sandbox: attempts, their processes, input pumps and timers.
+
+It owns *when* to start and stop; runners own *how*. Every aggregate mutation goes
+through ``_record`` so that buffered output lands before the lifecycle event and the
+session is staged for the next commit.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal as signals
+from dataclasses import dataclass, field
+
+from .model.errors import OperationFailedError
+from .model.session import READINESS_TIMEOUT, START_FAILED, Session
+from .ports import AttemptHandle, ExitStatus, StartFailedError, TerminalSize
+
+log = logging.getLogger(__name__)
+INPUT_QUEUE_OPS = 256
+KILL_WAIT_S = 5.0
+_CLOSE = object()  # an input op meaning "EOF after everything queued before it"
+
+
+@dataclass
+class LiveAttempt:
+    attempt_id: str
+    handle: AttemptHandle | None = None
+    ops: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(INPUT_QUEUE_OPS))
+    input_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    exited: asyncio.Event = field(default_factory=asyncio.Event)
+    eof_queued: bool = False
+    exit_reason: str = ""
+    tasks: set = field(default_factory=set)
+    token_tail: bytes = b""
+    abandoned: bool = False  # the runtime is being released: the exit is not a fact to record
+
+
+class Reconciler:
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx  # the SandboxService: supervisor, pipeline, runners, clock, ids
+        self.live: dict[str, LiveAttempt] = {}
+        self.timers: dict[str, asyncio.Task] = {}  # backoff timers per session
+        self._tasks: set[asyncio.Task] = set()
+
+    # ---- helpers --------------------------------------------------------------------------
+    def _spawn(self, coro, owner: set | None = None) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        bucket = self._tasks if owner is None else owner
+        bucket.add(task)
+        task.add_done_callback(bucket.discard)
+        task.add_done_callback(_log_failure)
+        return task
+
+    def _record(self, session: Session, command, *args, **kwargs):
+        self.ctx.pipeline.materialize(session)
+        result = command(*args, **kwargs)
+        self.ctx.pipeline.stage(self.ctx.supervisor, session)
+        return result
+
+    # ---- starting -------------------------------------------------------------------------
+    async def start_attempt(self, session: Session, reason: str, requested: bool = False) -> None:
+        self.cancel_timer(session.id)
+        ctx = self.ctx
+        attempt_id = ctx.new_attempt_id()
+        now = ctx.clock.now_ns()
+        self._record(session, session.begin_attempt, attempt_id, reason, ctx.generation, now,
+                     requested=requested)
+        live = LiveAttempt(attempt_id)
+        self.live[session.id] = live
+        try:
+            launch = ctx.launch_for(session)
+            runner = ctx.pty_runner if launch.terminal else ctx.pipe_runner
+            handle = await runner.start(launch, lambda stream, data: self._on_output(session, live, stream, data))
+        except StartFailedError as exc:
+            log.info("session %s attempt %s failed to start: %s", session.id, attempt_id, exc)
+            self.live.pop(session.id, None)
+            live.exited.set()
+            decision = self._record(session, session.record_exit, None, None, ctx.clock.now_ns(),
+                                    reason=START_FAILED)
+            self._after_exit(session, decision)
+            return
+        live.handle = handle
+        self._record(session, session.record_started, handle.pid, handle.start_time, ctx.clock.now_ns())
+        self._arm_readiness(session, live)
+        self._spawn(self._pump_input(session, live), live.tasks)
+        self._spawn(self._watch_exit(session, live))
+
+    def _arm_readiness(self, session: Session, live: LiveAttempt) -> None:
+        readiness = session.spec["readiness"]
+        if readiness["type"] == "process":
+            self._record(session, session.record_ready, self.ctx.clock.now_ns())
+            return
+        if readiness["type"] == "delay":
+            self._spawn(self._ready_after_delay(session, live, readiness.get("delay_ms", 0)), live.tasks)
+        self._spawn(self._readiness_timeout(session, live, readiness["timeout_ms"]), live.tasks)
+
+    async def _ready_after_delay(self, session: Session, live: LiveAttempt, delay_ms: int) -> None:
+        await self.ctx.clock.sleep(delay_ms / 1000)
+        if self.live.get(session.id) is live and not live.exited.is_set():
+            self._record(session, session.record_ready, self.ctx.clock.now_ns())
+
+    async def _readiness_timeout(self, session: Session, live: LiveAttempt, timeout_ms: int) -> None:
+        await self.ctx.clock.sleep(timeout_ms / 1000)
+        if self.live.get(session.id) is live and session.phase == "starting" and live.handle:
+            live.exit_reason = READINESS_TIMEOUT  # then the restart policy applies (contract §6.3)
+            self._spawn(self._terminate(session, live))
+
+    def _on_output(self, session: Session, live: LiveAttempt, stream: str, data: bytes) -> None:
+        ctx = self.ctx
+        ctx.pipeline.add_output(ctx.supervisor, session, stream, data, live.handle)
+        if session.phase == "starting" and session.spec["readiness"]["type"] == "output":
+            token = session.spec["readiness"]["output"].encode()
+            window = live.token_tail + data
+            if token in window:
+                self._record(session, session.record_ready, ctx.clock.now_ns())
+            else:  # keep len(token)-1 bytes so a token split across reads is still found
+                live.token_tail = window[-(len(token) - 1):] if len(token) > 1 else b""
+
+    # ---- input ------------------------------------------------------------------------------
+    async def _pump_input(self, session: Session, live: LiveAttempt) -> None:
+        while True:
+            op, done = await live.ops.get()
+            try:
+                if op is _CLOSE:
+                    await live.handle.close_input()
+                else:
+                    await live.handle.write(op)
+                if done is not None and not done.done():
+                    done.set_result(None)
+            except (OSError, RuntimeError) as exc:
+                if done is not None and not done.done():
+                    done.set_exception(OperationFailedError("process not running"))
+                log.debug("input to %s dropped: %s", session.id, exc)
+
+    def queue_input(self, live: LiveAttempt, data: bytes, eof: bool) -> asyncio.Future | None:
+        loop = asyncio.get_running_loop()
+        close_done = loop.create_future() if eof else None
+        if data:
+            live.ops.put_nowait((data, None))
+        if eof:
+            live.eof_queued = True
+            live.ops.put_nowait((_CLOSE, close_done))
+        return close_done
+
+    # ---- exits ------------------------------------------------------------------------------
+    async def _watch_exit(self, session: Session, live: LiveAttempt) -> None:
+        status: ExitStatus = await live.handle.wait_exited()
+        status = self.ctx.translate_exit(status)
+        if live.abandoned:
+            for task in list(live.tasks):
+                task.cancel()
+            live.exited.set()
+            return
+        # An in-flight input request finishes first, so its input.accepted precedes the exit.
+        async with live.input_lock:
+            for task in list(live.tasks):
+                task.cancel()
+            if self.live.get(session.id) is live:
+                del self.live[session.id]
+            decision = self._record(session, session.record_exit, status.exit_code, status.signal,
+                                    self.ctx.clock.now_ns(), reason=live.exit_reason)
+            live.exited.set()
+        self._after_exit(session, decision)
+
+    def _after_exit(self, session: Session, decision) -> None:
+        if decision.restart:
+            self.timers[session.id] = self._spawn(self._restart_after(session, decision.delay_ms))
+        self.ctx.on_attempt_ended(session)
+
+    async def _restart_after(self, session: Session, delay_ms: int) -> None:
+        await self.ctx.clock.sleep(delay_ms / 1000)
+        self.timers.pop(session.id, None)
+        if session.phase == "backoff" and session.desired_state == "running" \
+                and session.id in self.ctx.supervisor.sessions:
+            await self.start_attempt(session, "restart_policy")  # BACKOFF -> STARTING
+            await self.ctx.pipeline.flush()
+
+    def cancel_timer(self, session_id: str) -> None:
+        timer = self.timers.pop(session_id, None)
+        if timer is not None and timer is not asyncio.current_task():
+            timer.cancel()
+
+    # ---- stopping ---------------------------------------------------------------------------
+    async def stop_attempt(self, session: Session, reason: str) -> None:
+        """The one stop routine: attempt.stopping, TERM to the group, grace, KILL, reaped."""
+        self.cancel_timer(session.id)
+        live = self.live.get(session.id)
+        if live is None or live.handle is None:
+            return
+        self._record(session, session.begin_stop, reason, self.ctx.clock.now_ns())
+        await self._terminate(session, live)
+
+    async def _terminate(self, session: Session, live: LiveAttempt) -> None:
+        grace_s = session.spec["lifecycle"]["stop_grace_period_seconds"]
+        live.handle.send_signal(signals.SIGTERM)
+        if session.phase == "paused":
+            live.handle.send_signal(signals.SIGCONT)  # a frozen process cannot act on TERM
+        try:
+            await asyncio.wait_for(live.exited.wait(), grace_s)
+            return
+        except asyncio.TimeoutError:
+            live.handle.send_signal(signals.SIGKILL)
+        try:
+            await asyncio.wait_for(live.exited.wait(), KILL_WAIT_S)
+        except asyncio.TimeoutError:
+            raise OperationFailedError("timed out waiting for session process to stop") from None
+
+    async def kill_everything(self) -> None:
+        """Runtime release: every process of the sandbox ended and reaped, no timers left."""
+        for session_id in list(self.timers):
+            self.cancel_timer(session_id)
+        lives = list(self.live.values())
+        for live in lives:
+            live.abandoned = True
+            if live.handle is not None:
+                live.handle.send_signal(signals.SIGKILL)
+                live.handle.send_signal(signals.SIGCONT)
+        for live in lives:
+            try:
+                await asyncio.wait_for(live.exited.wait(), KILL_WAIT_S)
+            except asyncio.TimeoutError:
+                log.error("attempt %s did not end after SIGKILL", live.attempt_id)
+
+    def terminal_for(self, session: Session) -> TerminalSize | None:
+        if not session.is_pty:
+            return None
+        rows, cols = session.terminal_size or (session.spec["io"]["terminal"]["rows"],
+                                               session.spec["io"]["terminal"]["cols"])
+        return TerminalSize(rows, cols)
+
+
+def _log_failure(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("background task failed", exc_info=task.exception())

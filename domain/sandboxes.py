@@ -1,0 +1,146 @@
+"""SandboxManager: the registry of sandboxes, each with its own store and service.
+
+Starting over state that was not cleanly paused is a runtime replacement (a crash
+counts): the generation goes up, leftovers of the old generation are reaped, and
+every session follows its ``runtime_recovery`` policy (contract §6.6).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable, Protocol
+
+from .commits import CommitPipeline
+from .hub import Hub
+from .model.errors import InvalidRequestError, SandboxNotFoundError
+from .model.ids import sandbox_id_from
+from .model.sandbox import Sandbox
+from .service import SandboxService
+from .supervisor import SessionSupervisor
+
+log = logging.getLogger(__name__)
+
+TEMPLATES: dict[str, dict[str, str]] = {
+    "default": {},
+    "coding-agent": {"HOME": "/workspace", "DISABLE_AUTOUPDATER": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
+                     "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"},
+}
+
+
+class SandboxFiles(Protocol):
+    def create(self, sandbox_id: str) -> None: ...
+    def list_ids(self) -> list[str]: ...
+    def workspace(self, sandbox_id: str) -> str: ...
+    def open_store(self, sandbox_id: str) -> SessionSupervisor: ...
+    def remove(self, sandbox_id: str) -> None: ...
+
+
+class SandboxManager:
+    def __init__(self, *, files: SandboxFiles, pipeline: CommitPipeline, hub: Hub, pipe_runner,
+                 pty_runner, runtime, clock, new_uuid_hex: Callable[[], str], base_env: dict[str, str],
+                 reap: Callable[[int, int], object]):
+        self.files = files
+        self.pipeline = pipeline
+        self.hub = hub
+        self.pipe_runner = pipe_runner
+        self.pty_runner = pty_runner
+        self.runtime = runtime
+        self.clock = clock
+        self.new_uuid_hex = new_uuid_hex
+        self.base_env = base_env
+        self.reap = reap  # kills what an old generation left behind (pid + start time)
+        self.services: dict[str, SandboxService] = {}
+        self._lock = asyncio.Lock()
+
+    def _service(self, sandbox_id: str, supervisor: SessionSupervisor) -> SandboxService:
+        sandbox = supervisor.sandbox
+        env = dict(TEMPLATES.get(sandbox.template, {}))
+        env.update(sandbox.config.get("env_vars") or {})
+        return SandboxService(sandbox_id=sandbox_id, supervisor=supervisor, pipeline=self.pipeline,
+                              hub=self.hub, pipe_runner=self.pipe_runner, pty_runner=self.pty_runner,
+                              runtime=self.runtime, workspace=self.files.workspace(sandbox_id),
+                              clock=self.clock, new_uuid_hex=self.new_uuid_hex, sandbox_env=env,
+                              base_env=self.base_env)
+
+    # ---- startup --------------------------------------------------------------------------
+    async def start(self) -> None:
+        for sandbox_id in self.files.list_ids():
+            try:
+                supervisor = await asyncio.to_thread(self._open, sandbox_id)
+            except Exception:
+                log.exception("sandbox %s could not be opened; left untouched", sandbox_id)
+                continue
+            service = self._service(sandbox_id, supervisor)
+            self.services[sandbox_id] = service
+            await self.replace_runtime(service)
+
+    def _open(self, sandbox_id: str) -> SessionSupervisor:
+        supervisor = self.files.open_store(sandbox_id)
+        supervisor.load(sandbox_id)
+        if supervisor.sandbox is None:
+            raise RuntimeError(f"store of {sandbox_id} has no sandbox record")
+        return supervisor
+
+    async def replace_runtime(self, service: SandboxService) -> None:
+        """A new runtime generation over existing state: reap, then recover each session."""
+        supervisor = service.supervisor
+        sandbox = supervisor.sandbox
+        now = self.clock.now_ns()
+        generation = sandbox.start_new_runtime(now)
+        self.pipeline.stage(supervisor, sandbox)
+        for session in service.list_sessions():
+            attempt = session.attempt
+            if attempt and "finished_ns" not in attempt and attempt.get("pid"):
+                self.reap(attempt["pid"], attempt.get("start_time", 0))
+            action = session.recover(generation, now)
+            self.pipeline.stage(supervisor, session)
+            if action == "restart":
+                await service.reconciler.start_attempt(session, "runtime_recovered")
+        await self.pipeline.flush()
+
+    # ---- sandbox operations ---------------------------------------------------------------
+    async def claim(self, template: str, config: dict) -> Sandbox:
+        if template not in TEMPLATES:
+            raise InvalidRequestError(f"template {template!r} not found")
+        sandbox_id = sandbox_id_from(self.new_uuid_hex())
+        await asyncio.to_thread(self.files.create, sandbox_id)
+        supervisor = await asyncio.to_thread(self.files.open_store, sandbox_id)
+        supervisor.sandbox = Sandbox.claim(sandbox_id, template, config, self.clock.now_ns())
+        self.services[sandbox_id] = self._service(sandbox_id, supervisor)
+        self.pipeline.stage(supervisor, supervisor.sandbox)
+        await self.pipeline.flush()
+        return supervisor.sandbox
+
+    def sandbox(self, sandbox_id: str) -> Sandbox:
+        return self.service_for(sandbox_id).supervisor.sandbox
+
+    def service_for(self, sandbox_id: str) -> SandboxService:
+        service = self.services.get(sandbox_id)
+        if service is None:
+            raise SandboxNotFoundError()
+        return service
+
+    def list(self) -> list[Sandbox]:
+        sandboxes = [service.supervisor.sandbox for service in self.services.values()]
+        return sorted(sandboxes, key=lambda sb: (-sb.created_ns, sb.id))
+
+    async def delete(self, sandbox_id: str) -> None:
+        service = self.service_for(sandbox_id)
+        del self.services[sandbox_id]
+        for session in service.list_sessions():
+            self.hub.close_session(session.id, "deleted")
+        await service.reconciler.kill_everything()
+        await self.pipeline.flush()
+        await asyncio.to_thread(service.supervisor.close)
+        await asyncio.to_thread(self.files.remove, sandbox_id)
+
+    async def shutdown(self) -> None:
+        self.hub.close_all("shutdown")
+        for service in self.services.values():
+            await service.reconciler.kill_everything()
+        try:
+            await self.pipeline.flush()
+        except Exception:
+            log.exception("final commit failed")
+        for service in self.services.values():
+            await asyncio.to_thread(service.supervisor.close)

@@ -1,0 +1,264 @@
+"""SandboxService: the session operations of one sandbox, as the API calls them.
+
+Each method checks in the contract's order, records through the aggregate, and
+returns only after the resulting events are committed (the durability point).
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Callable
+
+from .commits import CommitPipeline
+from .hub import Hub, Subscriber
+from .model import requests as rq
+from .model.errors import (
+    AttemptRunningError,
+    CursorExpiredError,
+    InputBufferFullError,
+    InvalidRequestError,
+    OperationFailedError,
+    SessionExistsError,
+    SessionNotFoundError,
+)
+from .model.ids import attempt_id_from, session_id_from
+from .model.session import Session, input_digest
+from .model.signals import signal_description
+from .model.spec import execution_changed, normalize_spec
+from .reconciler import INPUT_QUEUE_OPS, Reconciler
+from .supervisor import SessionSupervisor
+
+EOF_WAIT_S = 5.0
+
+
+class SandboxService:
+    def __init__(self, *, sandbox_id: str, supervisor: SessionSupervisor, pipeline: CommitPipeline,
+                 hub: Hub, pipe_runner, pty_runner, runtime, workspace, clock,
+                 new_uuid_hex: Callable[[], str], sandbox_env: dict[str, str], base_env: dict[str, str]):
+        self.sandbox_id = sandbox_id
+        self.supervisor = supervisor
+        self.pipeline = pipeline
+        self.hub = hub
+        self.pipe_runner = pipe_runner
+        self.pty_runner = pty_runner
+        self.runtime = runtime
+        self.workspace = workspace
+        self.clock = clock
+        self.new_uuid_hex = new_uuid_hex
+        self.sandbox_env = sandbox_env
+        self.base_env = base_env
+        self.reconciler = Reconciler(self)
+        self.create_lock = asyncio.Lock()
+        self.deleting: set[str] = set()
+
+    # ---- context for the reconciler -------------------------------------------------------
+    @property
+    def generation(self) -> int:
+        return self.supervisor.sandbox.runtime_generation
+
+    def new_attempt_id(self) -> str:
+        return attempt_id_from(self.new_uuid_hex())
+
+    def launch_for(self, session: Session):
+        spec = session.spec
+        terminal = self.reconciler.terminal_for(session)
+        env = dict(self.base_env)
+        env.update(self.sandbox_env)
+        env.update({k.strip(): v for k, v in spec.get("env", {}).items() if k.strip() and "=" not in k})
+        if terminal is not None:
+            env["TERM"] = spec["io"]["terminal"]["term"]
+        return self.runtime.launch(self.workspace, spec["command"], spec.get("cwd", ""), env, terminal)
+
+    def translate_exit(self, status):
+        return self.runtime.translate_exit(status)
+
+    def on_attempt_ended(self, session: Session) -> None:
+        pass
+
+    # ---- queries ---------------------------------------------------------------------------
+    def session(self, session_id: str) -> Session:
+        session = self.supervisor.sessions.get(session_id)
+        if session is None or session_id in self.deleting:
+            raise SessionNotFoundError()
+        return session
+
+    def list_sessions(self) -> list[Session]:
+        return sorted(self.supervisor.sessions.values(), key=lambda s: (s.created_ns, s.id))
+
+    def cursor(self, session: Session) -> tuple[int, int]:
+        return session.earliest_seq, self.supervisor.committed_seq.get(session.id, 0)
+
+    def check_cursor(self, session: Session, after: int) -> tuple[int, int]:
+        earliest, latest = self.cursor(session)
+        if after > latest:
+            raise InvalidRequestError(f"event cursor must not be greater than latest sequence {latest}")
+        if earliest > 1 and after < earliest - 1:
+            raise CursorExpiredError(earliest, latest)
+        return earliest, latest
+
+    # ---- lifecycle commands -----------------------------------------------------------------
+    def _record(self, session: Session, command, *args, **kwargs):
+        return self.reconciler._record(session, command, *args, **kwargs)
+
+    async def create_session(self, raw_spec, idempotency_key: str) -> tuple[Session, bool]:
+        spec = normalize_spec(raw_spec)
+        key = idempotency_key.strip()
+        async with self.create_lock:  # concurrent creates with one key yield one session
+            existing_id = self.supervisor.creation_keys.get(key) if key else None
+            if existing_id is not None:
+                existing = self.supervisor.sessions.get(existing_id)
+                if existing is None or existing_id in self.deleting or existing.spec != spec:
+                    raise SessionExistsError()
+                return existing, False
+            session_id = session_id_from(self.new_uuid_hex())
+            session = Session.create(session_id, self.sandbox_id, spec, key, self.generation,
+                                     self.clock.now_ns())
+            self.supervisor.adopt(session)
+            self.supervisor.committed_seq[session_id] = 0
+            self.pipeline.stage(self.supervisor, session)
+            if session.desired_state == "running":
+                await self.reconciler.start_attempt(session, "created")
+            await self.pipeline.flush()
+            return session, True
+
+    async def update_session(self, session_id: str, raw_spec) -> Session:
+        spec = normalize_spec(raw_spec)  # validation before lookup (contract §1.4)
+        session = self.session(session_id)
+        old_spec = session.spec
+        self._record(session, session.update_spec, spec, self.clock.now_ns())
+        if spec["lifecycle"]["desired_state"] == "stopped":
+            await self._stop_or_rest(session, "desired_state_stopped")
+        elif execution_changed(old_spec, spec) and session.has_live_attempt:
+            await self.reconciler.stop_attempt(session, "spec_replaced")
+            await self.reconciler.start_attempt(session, "spec_updated")
+        elif not session.has_live_attempt:
+            await self.reconciler.start_attempt(session, "desired_state_running")
+        await self.pipeline.flush()
+        return session
+
+    async def _stop_or_rest(self, session: Session, reason: str) -> None:
+        if session.has_live_attempt:
+            await self.reconciler.stop_attempt(session, reason)
+        else:
+            self.reconciler.cancel_timer(session.id)
+            if session.phase != "stopped":
+                self._record(session, session.set_desired_state, "stopped", self.clock.now_ns())
+
+    async def set_desired_state(self, session_id: str, body: dict) -> Session:
+        state = rq.parse_desired_state(body)  # before lookup (contract §1.6)
+        session = self.session(session_id)
+        self._record(session, session.set_desired_state, state, self.clock.now_ns())
+        if state == "stopped":
+            self.reconciler.cancel_timer(session.id)
+            if session.has_live_attempt:
+                await self.reconciler.stop_attempt(session, "desired_state_stopped")
+        elif not session.has_live_attempt:
+            await self.reconciler.start_attempt(session, "desired_state_running")
+        await self.pipeline.flush()
+        return session
+
+    async def create_attempt(self, session_id: str, body: dict) -> Session:
+        session = self.session(session_id)
+        replace = rq.parse_replace_current(body)
+        if session.has_live_attempt:
+            if not replace:
+                raise AttemptRunningError()
+            await self.reconciler.stop_attempt(session, "attempt_replaced")
+        await self.reconciler.start_attempt(session, "attempt_created", requested=True)
+        await self.pipeline.flush()
+        return session
+
+    async def delete_session(self, session_id: str) -> None:
+        session = self.session(session_id)
+        self.deleting.add(session_id)
+        try:
+            self.reconciler.cancel_timer(session_id)
+            if session.has_live_attempt:
+                await self.reconciler.stop_attempt(session, "session_deleted")
+            await self.pipeline.flush()
+        except BaseException:
+            self.deleting.discard(session_id)
+            raise
+        self.hub.close_session(session_id, "deleted")
+        self.pipeline.drop(session)
+        self.supervisor.forget(session)
+        self.deleting.discard(session_id)
+        await asyncio.to_thread(self.supervisor.delete_journal, session_id)
+
+    # ---- process interaction ------------------------------------------------------------------
+    async def write_input(self, session_id: str, body: dict) -> dict:
+        rq.check_input_types(body)
+        session = self.session(session_id)
+        request = rq.parse_input(body)
+        live = self.reconciler.live.get(session_id)
+        lock = live.input_lock if live is not None else asyncio.Lock()
+        async with lock:  # input requests of one attempt are serialized (contract §6.9)
+            def digest_of(attempt_id: str) -> str:
+                return input_digest(attempt_id, request.data, request.eof)
+
+            duplicate = session.check_input(request.input_id, digest_of, request.expected_attempt_id)
+            attempt_id = session.attempt_id
+            if duplicate:
+                return _input_reply(request.input_id, attempt_id, True)
+            live = self.reconciler.live.get(session_id)
+            if live is None or live.handle is None:
+                raise OperationFailedError("process not running")
+            if live.ops.qsize() + (1 if request.data else 0) + (1 if request.eof else 0) > INPUT_QUEUE_OPS:
+                raise InputBufferFullError()
+            if live.eof_queued and request.data:
+                raise OperationFailedError("process not running")
+            close_done = self.reconciler.queue_input(live, request.data, request.eof)
+            self._record(session, session.accept_input, request.input_id, digest_of(attempt_id),
+                         self.clock.now_ns())
+            await self.pipeline.flush()
+            if close_done is not None:
+                await _wait_close(close_done, live)
+        return _input_reply(request.input_id, attempt_id, False)
+
+    async def send_signal(self, session_id: str, body: dict) -> None:
+        signum, expected = rq.parse_signal_request(body)  # before lookup (contract §1.9)
+        session = self.session(session_id)
+        session.check_live(expected)
+        live = self.reconciler.live.get(session_id)
+        if live is None or live.handle is None:
+            raise OperationFailedError("process not running")
+        live.handle.send_signal(signum)
+        self._record(session, session.record_signal, signum, signal_description(signum), self.clock.now_ns())
+        await self.pipeline.flush()
+
+    async def resize(self, session_id: str, body: dict) -> None:
+        rows, cols, expected = rq.parse_resize(body)  # before lookup (contract §1.10)
+        session = self.session(session_id)
+        session.check_resize(expected)
+        live = self.reconciler.live.get(session_id)
+        if live is None or live.handle is None:
+            raise OperationFailedError("process not running")
+        live.handle.resize(rows, cols)
+        self._record(session, session.record_resize, rows, cols, self.clock.now_ns())
+        await self.pipeline.flush()
+
+    # ---- journal ---------------------------------------------------------------------------
+    async def events_page(self, session_id: str, after: int, limit: int) -> tuple[list[dict], tuple[int, int]]:
+        session = self.session(session_id)
+        earliest, latest = self.check_cursor(session, after)
+        records = await asyncio.to_thread(self.supervisor.read_records, session_id, after, latest, limit)
+        return records, (earliest, latest)
+
+    def subscribe(self, session_id: str, after: int) -> tuple[Subscriber, int]:
+        """Snapshot-and-subscribe atomically: replay (after, upto] then live events > upto."""
+        session = self.session(session_id)
+        _earliest, latest = self.check_cursor(session, after)
+        return self.hub.subscribe(session_id), latest
+
+    async def replay(self, session_id: str, after: int, upto: int, page: int = 1000) -> list[dict]:
+        return await asyncio.to_thread(self.supervisor.read_records, session_id, after, upto, page)
+
+
+def _input_reply(input_id: str, attempt_id: str, duplicate: bool) -> dict:
+    return {"input_id": input_id, "attempt_id": attempt_id, "accepted": True, "duplicate": duplicate}
+
+
+async def _wait_close(close_done: asyncio.Future, live) -> None:
+    try:
+        await asyncio.wait_for(asyncio.shield(close_done), EOF_WAIT_S)
+    except asyncio.TimeoutError:
+        raise OperationFailedError("input close timed out") from None

@@ -1,0 +1,70 @@
+"""The composition root: builds every adapter and the domain services around them.
+
+Nothing here runs at import time; ``Container.start`` is called once the event loop
+exists (Sanic's before_server_start).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from dataclasses import dataclass, field
+
+from domain.commits import CommitPipeline
+from domain.hub import Hub
+from domain.sandboxes import SandboxManager
+from domain.supervisor import live_record
+
+from .clock import SystemClock
+from .pipe_runner import PipeRunner
+from .pty_runner import PtyRunner
+from .reaper import reap_leftover
+from .runtime import detect_runtime
+from .sandbox_dirs import SandboxDirectories
+from .settings import Settings
+from .writer import WriterThread
+
+log = logging.getLogger(__name__)
+
+# What the daemon passes down to every process (contract §8: daemon env < sandbox < spec).
+BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ")
+
+
+@dataclass
+class Container:
+    settings: Settings
+    hub: Hub = field(default_factory=Hub)
+    clock: SystemClock = field(default_factory=SystemClock)
+    writer: WriterThread | None = None
+    pipeline: CommitPipeline | None = None
+    manager: SandboxManager | None = None
+
+    def __post_init__(self) -> None:
+        self.runtime = detect_runtime(self.settings.runtime)
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.writer = WriterThread(loop)
+        self.pipeline = CommitPipeline(self.writer, self.clock.now_ns, self._on_committed)
+        base_env = {k: os.environ[k] for k in BASE_ENV_KEYS if k in os.environ}
+        base_env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin")
+        self.manager = SandboxManager(
+            files=SandboxDirectories(self.settings.data_dir), pipeline=self.pipeline, hub=self.hub,
+            pipe_runner=PipeRunner(), pty_runner=PtyRunner(), runtime=self.runtime, clock=self.clock,
+            new_uuid_hex=lambda: uuid.uuid4().hex, base_env=base_env, reap=reap_leftover)
+        await self.manager.start()
+
+    def _on_committed(self, supervisor, aggregate, events: list) -> None:
+        sessions = supervisor.sessions
+        if aggregate.id not in sessions:
+            return
+        supervisor.committed_seq[aggregate.id] = events[-1].originator_version
+        if self.hub.has_subscribers(aggregate.id):
+            self.hub.publish(aggregate.id, [live_record(aggregate.id, event) for event in events])
+
+    async def stop(self) -> None:
+        if self.manager is not None:
+            await self.manager.shutdown()
+        if self.writer is not None:
+            await asyncio.to_thread(self.writer.close)

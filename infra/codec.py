@@ -1,0 +1,111 @@
+"""Storage codec (D3): orjson with raw bytes blobs, zstd for large blobs and manifests.
+
+Frame: plain orjson JSON when an event has no bytes; otherwise
+``b"B" + u32 header length + header JSON + blobs``, the header listing ``[key, len, z]``
+for each top-level bytes field (``z`` = 1 when the blob is zstd-compressed).
+The event timestamp is stored as integer microseconds (``__ts``), not an ISO string.
+"""
+from __future__ import annotations
+
+import struct
+import threading
+from datetime import datetime
+
+import orjson
+import zstandard
+from eventsourcing.persistence import Transcoder
+
+from domain.model.events import EPOCH, timestamp_of
+
+COMPRESS_MIN = 1024
+_HEADER = struct.Struct(">I")
+_local = threading.local()
+
+
+def _zc() -> zstandard.ZstdCompressor:
+    # zstandard contexts are not thread-safe: one per thread, reused (14 µs -> 6 µs per event).
+    c = getattr(_local, "c", None)
+    if c is None:
+        c = _local.c = zstandard.ZstdCompressor(level=1)
+    return c
+
+
+def _zd() -> zstandard.ZstdDecompressor:
+    d = getattr(_local, "d", None)
+    if d is None:
+        d = _local.d = zstandard.ZstdDecompressor()
+    return d
+
+
+def _micros(value: datetime) -> int:
+    delta = value - EPOCH
+    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _default(value):
+    if isinstance(value, datetime):
+        return {"__dt__": _micros(value)}
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+_OPTS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS
+
+
+class OrjsonTranscoder(Transcoder):
+    compress_blobs = True
+
+    def encode(self, obj: dict) -> bytes:
+        header = {}
+        blobs = []
+        for key, value in obj.items():
+            if key == "timestamp":
+                header["__ts"] = _micros(value)
+            elif isinstance(value, (bytes, bytearray, memoryview)):
+                blobs.append((key, bytes(value)))
+            else:
+                header[key] = value
+        if not blobs:
+            return orjson.dumps(header, default=_default, option=_OPTS)
+        index = []
+        parts = []
+        for key, blob in blobs:
+            z = 0
+            if self.compress_blobs and len(blob) >= COMPRESS_MIN:
+                packed = _zc().compress(blob)
+                if len(packed) < len(blob):
+                    blob, z = packed, 1
+            index.append([key, len(blob), z])
+            parts.append(blob)
+        header["__blobs__"] = index
+        head = orjson.dumps(header, default=_default, option=_OPTS)
+        return b"B" + _HEADER.pack(len(head)) + head + b"".join(parts)
+
+    def decode(self, data: bytes) -> dict:
+        if data[:1] != b"B":
+            obj = orjson.loads(data)
+        else:
+            (size,) = _HEADER.unpack_from(data, 1)
+            start = 5 + size
+            obj = orjson.loads(data[5:start])
+            for key, length, z in obj.pop("__blobs__"):
+                blob = data[start:start + length]
+                obj[key] = _zd().decompress(blob) if z else blob
+                start += length
+        micros = obj.pop("__ts", None)
+        if micros is not None:
+            obj["timestamp"] = timestamp_of(micros * 1000)
+        state = obj.get("state")
+        if isinstance(state, dict):  # snapshots carry the library's datetimes inside ``state``
+            for key in ("_created_on", "_modified_on"):
+                value = state.get(key)
+                if isinstance(value, dict) and "__dt__" in value:
+                    state[key] = timestamp_of(value["__dt__"] * 1000)
+        return obj
+
+
+def compress(data: bytes) -> bytes:
+    return zstandard.ZstdCompressor(level=3).compress(data)
+
+
+def decompress(data: bytes) -> bytes:
+    return zstandard.ZstdDecompressor().decompress(data)

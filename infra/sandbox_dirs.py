@@ -1,0 +1,42 @@
+"""Sandbox directories on disk: ``<data>/sandboxes/<id>/{workspace,state}``.
+
+The sandbox directory is its "rootfs": ``workspace/`` is what its processes see at
+/workspace, ``state/`` holds its store and checkpoint manifest and is never visible
+to them.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from domain.supervisor import SessionSupervisor
+
+from .event_store import DB_NAME, store_env
+
+
+class SandboxDirectories:
+    def __init__(self, data_dir: Path) -> None:
+        self.root = data_dir / "sandboxes"
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def path(self, sandbox_id: str) -> Path:
+        return self.root / sandbox_id
+
+    def workspace(self, sandbox_id: str) -> str:
+        return str(self.path(sandbox_id) / "workspace")
+
+    def state_dir(self, sandbox_id: str) -> Path:
+        return self.path(sandbox_id) / "state"
+
+    def create(self, sandbox_id: str) -> None:
+        (self.path(sandbox_id) / "workspace").mkdir(parents=True)
+        self.state_dir(sandbox_id).mkdir(mode=0o700)
+
+    def list_ids(self) -> list[str]:
+        return sorted(p.name for p in self.root.iterdir() if (p / "state" / DB_NAME).exists())
+
+    def open_store(self, sandbox_id: str) -> SessionSupervisor:
+        return SessionSupervisor(env=store_env(self.state_dir(sandbox_id)))
+
+    def remove(self, sandbox_id: str) -> None:
+        shutil.rmtree(self.path(sandbox_id), ignore_errors=True)

@@ -1,0 +1,62 @@
+"""Fixtures for black-box tests against a real ``sessiond`` subprocess.
+
+The ``server`` fixture is lazy: only tests that ask for it (directly or via
+``http``/``sandbox_id``/``sdk``) start a server.
+"""
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.helpers import TOKEN, claim_sandbox, wait_for  # noqa: F401  (re-exported)
+from tests.serverproc import ServerProcess
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    proc = ServerProcess(tmp_path_factory.mktemp("sessiond-data"), token=TOKEN, runtime="host")
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+def make_http(base_url: str, token: str | None = TOKEN) -> httpx.Client:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.Client(base_url=base_url, headers=headers, timeout=30.0)
+
+
+@pytest.fixture
+def http(server):
+    with make_http(server.url) as client:
+        yield client
+
+
+def release_sandbox(http: httpx.Client, sandbox_id: str) -> None:
+    """Delete the sandbox; if that is not possible, at least delete its sessions."""
+    try:
+        if http.delete(f"/api/v1/sandboxes/{sandbox_id}").status_code == 202:
+            return
+        listed = http.get(f"/api/v1/sandboxes/{sandbox_id}/sessions")
+        if listed.status_code == 200:
+            for s in listed.json()["data"]["sessions"]:
+                http.delete(f"/api/v1/sandboxes/{sandbox_id}/sessions/{s['id']}")
+    except httpx.HTTPError:
+        pass  # the server is gone; its children lost their stdin with it
+
+
+@pytest.fixture
+def sandbox_id(server):
+    with make_http(server.url) as client:
+        sb = claim_sandbox(client)
+        yield sb
+        release_sandbox(client, sb)
+
+
+@pytest.fixture
+def sdk(server):
+    import sandbox0
+
+    # A read timeout bounds every SDK call, including each read of an SSE stream.
+    client = sandbox0.Client(token=TOKEN, base_url=server.url, timeout=15.0)
+    yield client
+    client.close()
