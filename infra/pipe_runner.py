@@ -165,6 +165,9 @@ class PipeHandle:
         return [p for p in pipes if p is not None and not p.is_closing()]
 
     def pause_output(self) -> None:
+        # Soft, like StreamReader's: both loops hand chunks to the protocol
+        # through call_soon, so one chunk already read (<= 1 MiB) may still
+        # arrive after this returns. Back-pressure thresholds absorb that.
         self._protocol.gate.set_paused(True)
         for pipe in self._outputs():
             pipe.pause_reading()
@@ -241,15 +244,22 @@ class PipeRunner:
         except (OSError, ValueError, TypeError) as exc:
             # OSError: missing/non-executable argv[0], bad cwd; ValueError:
             # NUL bytes or '=' in env names, which exec cannot express.
-            raise StartFailedError(str(exc) or type(exc).__name__) from exc
+            raise StartFailedError(_describe_start_failure(exc, launch)) from exc
         _tune_outputs(transport)
         return PipeHandle(transport, protocol)
+
+
+def _describe_start_failure(exc: Exception, launch: Launch) -> str:
+    # uvloop's errors carry no filename, and a bad cwd looks like a bad argv[0].
+    if isinstance(exc, OSError) and exc.filename is None:
+        return f"{exc}: argv[0]={launch.argv[0]!r} cwd={launch.cwd!r}"
+    return str(exc) or type(exc).__name__
 
 
 def _tune_outputs(transport: asyncio.SubprocessTransport) -> None:
     for fd in (1, 2):
         pipe = transport.get_pipe_transport(fd)
-        if pipe is None:
+        if pipe is None or pipe.is_closing():  # a quick child may be done already
             continue
         if hasattr(pipe, "max_size"):  # asyncio's pure-Python transport only
             pipe.max_size = _READ_SIZE

@@ -1,0 +1,83 @@
+"""Every stored Session event has one public type, round-trips through the codec, and renders as pinned."""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from domain.model import events as ev
+from domain.model.journal import PUBLIC_TYPE, public_record
+from domain.model.session import Session
+from domain.model.spec import normalize_spec
+from infra.codec import OrjsonTranscoder
+
+T0 = 1_780_000_000_123_456_000  # ns
+
+
+def session_event_classes():
+    return [cls for _, cls in inspect.getmembers(ev, inspect.isclass)
+            if issubclass(cls, ev.SessionEvent) and cls is not ev.SessionEvent]
+
+
+def test_every_session_event_class_has_exactly_one_public_type():
+    classes = session_event_classes()
+    assert sorted(cls.TOPIC for cls in classes) == sorted(PUBLIC_TYPE)
+
+
+def a_session_with_history() -> Session:
+    s = Session.create("ses-00000000-001", "sb-x", normalize_spec({"command": ["/bin/cat"]}), "k", 1, T0)
+    s.begin_attempt("att-00000000-001", "created", 1, T0 + 1000)
+    s.record_started(4242, 99, T0 + 2000)
+    s.record_ready(T0 + 3000)
+    s.record_output("stdout", b"hello\n" * 400, T0 + 4000)
+    s.accept_input("i1", "digest", T0 + 5000)
+    s.record_signal(15, "terminated", T0 + 6000)
+    s.begin_stop("desired_state_stopped", T0 + 7000)
+    s.record_exit(None, 15, T0 + 8000)
+    return s
+
+
+def test_every_event_survives_the_codec_round_trip_with_raw_bytes():
+    codec = OrjsonTranscoder()
+    for event in a_session_with_history().collect_events():
+        state = dict(vars(event))
+        decoded = codec.decode(codec.encode(state))
+        assert decoded == state
+
+
+def test_large_output_is_stored_compressed_but_decodes_to_the_same_bytes():
+    codec = OrjsonTranscoder()
+    data = b"log line\n" * 10_000
+    stored = codec.encode({"stream": "stdout", "data": data, "timestamp": ev.timestamp_of(T0)})
+    assert len(stored) < len(data) / 10
+    assert codec.decode(stored)["data"] == data
+
+
+def render(event) -> dict:
+    return public_record(event.originator_id, event.originator_version, event.TOPIC, vars(event), "T")
+
+
+def test_public_records_are_pinned_per_event_type():
+    records = [render(e) for e in a_session_with_history().collect_events()]
+    assert records[0] == {"seq": 1, "session_id": "ses-00000000-001", "runtime_generation": 1,
+                          "type": "session.created", "occurred_at": "T"}
+    assert records[1] == {"seq": 2, "session_id": "ses-00000000-001", "runtime_generation": 1,
+                          "attempt_id": "att-00000000-001", "type": "attempt.starting",
+                          "reason": "created", "occurred_at": "T"}
+    assert [r["type"] for r in records[2:]] == [
+        "attempt.started", "session.ready", "output", "input.accepted", "signal.sent",
+        "attempt.stopping", "attempt.exited"]
+    output = records[4]
+    assert output["stream"] == "stdout" and output["data_base64"].startswith("aGVsbG8K")
+    assert "input_id" not in records[5] and "digest" not in records[5]
+    assert records[6]["reason"] == "terminated"
+    assert records[8] == {"seq": 9, "session_id": "ses-00000000-001", "runtime_generation": 1,
+                          "attempt_id": "att-00000000-001", "type": "attempt.exited",
+                          "signal": "TERM", "reason": "desired_state_stopped", "occurred_at": "T"}
+
+
+@pytest.mark.parametrize("delay_ms,reason", [(250, "250ms"), (1000, "1s"), (1500, "1.5s"),
+                                             (5000, "5s"), (90_000, "1m30s")])
+def test_backoff_reasons_are_go_duration_strings(delay_ms, reason):
+    from domain.model.policies import go_duration
+    assert go_duration(delay_ms) == reason
