@@ -23,11 +23,17 @@ def create_app(container, *, name: str = "sessiond") -> Sanic:
     app.error_handler.add(Exception, handle_error)
 
     @app.before_server_start
-    async def start_container(app, _loop):
+    async def start_container(app):
         await container.start()
 
+    @app.before_server_stop
+    async def end_streams(app):
+        # Streams end with the server (SSE closes, WebSockets get 1001) instead of holding
+        # the graceful-shutdown window open.
+        container.hub.close_all("shutdown")
+
     @app.after_server_stop
-    async def stop_container(app, _loop):
+    async def stop_container(app):
         await container.stop()
 
     return app

