@@ -209,10 +209,10 @@ class SSEReader:
         self._request = self._client.build_request("GET", path, params=params, headers=hdrs)
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
-        if not self._ready.wait(10):
-            raise AssertionError(f"SSE {path}: no response headers within 10s")
-        if self.error is not None:
-            raise AssertionError(f"SSE {path} failed: {self.error!r}")
+        if not self._ready.wait(10) or self.error is not None:
+            problem = "no status line and headers within 10s" if self.error is None else repr(self.error)
+            self.close()
+            raise AssertionError(f"SSE GET {path} {params or ''}: {problem}")
 
     def _run(self):
         try:
@@ -273,7 +273,7 @@ class SSEReader:
                     pass
             self.response.close()
         self._client.close()
-        self._thread.join(5)
+        self._thread.join(2)
 
     def __enter__(self):
         return self

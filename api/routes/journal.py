@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from sanic import Blueprint, Request
 
+from domain.model.errors import CursorExpiredError
 from domain.model.requests import parse_cursor, parse_limit
 
 from ..schemas import ok
@@ -21,10 +22,25 @@ async def list_events(request: Request, sandbox_id: str, session_id: str):
     return ok({"events": records, "cursor": {"earliest": earliest, "latest": latest}})
 
 
+async def send_frames(response, records: list[dict], chunk: int = 1 << 20) -> None:
+    """Frames in writes of about ``chunk`` bytes: a batch of large output events is never
+    rendered into one buffer at once."""
+    parts, size = [], 0
+    for record in records:
+        frame = sse_frame(record)
+        parts.append(frame)
+        size += len(frame)
+        if size >= chunk:
+            await response.send(b"".join(parts))
+            parts, size = [], 0
+    if parts:
+        await response.send(b"".join(parts))
+
+
 def stream_cursor(request: Request) -> int:
     header = request.headers.get("last-event-id", "")
     if header.strip():  # a non-empty Last-Event-ID wins over ?after=
-        return parse_cursor(header, "Last-Event-ID")
+        return parse_cursor(header.strip(), "Last-Event-ID")
     return parse_cursor(request.args.get("after"))
 
 
@@ -40,18 +56,24 @@ async def stream_events(request: Request, sandbox_id: str, session_id: str):
             content_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         last = after
-        while last < upto:  # replay the committed snapshot, page by page
-            records = await svc.replay(session_id, last, upto)
-            if not records:
-                break
-            await response.send(b"".join(sse_frame(r) for r in records))
-            last = records[-1]["seq"]
+        try:
+            while last < upto:  # replay the committed snapshot, page by page
+                records = await svc.replay(session_id, last, upto)
+                if not records:
+                    break
+                await send_frames(response, records)
+                last = records[-1]["seq"]
+        except CursorExpiredError:  # trimming overtook the replay: end; the reconnect gets 410
+            await response.eof()
+            return
         last = max(last, upto)
+        # Caught up: say so (and flush the headers even when there was nothing to replay).
+        await response.send(heartbeat_frame(last))
         while True:
             batch = await subscriber.next_batch(HEARTBEAT_S)
             fresh = [r for r in batch if r["seq"] > last]
             if fresh:
-                await response.send(b"".join(sse_frame(r) for r in fresh))
+                await send_frames(response, fresh)
                 last = fresh[-1]["seq"]
             elif subscriber.closed_reason:
                 break

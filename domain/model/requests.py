@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,19 +107,20 @@ def parse_replace_current(body: dict) -> bool:
     return _optional_bool(body, "replace_current")
 
 
+_DECIMAL = re.compile(r"-?[0-9]{1,19}")  # ASCII only, no spaces: as Go's strconv.ParseInt
+
+
 def parse_cursor(value: str | None, name: str = "after") -> int:
     if value is None or value == "":
         return 0
-    text = value.strip()
-    if not text.isdigit() or int(text) > 2**63 - 1:
+    if not _DECIMAL.fullmatch(value) or not 0 <= int(value) <= 2**63 - 1:
         raise InvalidRequestError(f"{name} must be a non-negative integer")
-    return int(text)
+    return int(value)
 
 
 def parse_limit(value: str | None) -> int:
     if value is None or value == "":
         return 1000
-    text = value.strip()
-    if not text.lstrip("-").isdigit() or not 1 <= int(text) <= 10000:
+    if not _DECIMAL.fullmatch(value) or not 1 <= int(value) <= 10000:
         raise InvalidRequestError("limit must be between 1 and 10000")
-    return int(text)
+    return int(value)

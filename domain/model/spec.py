@@ -37,11 +37,8 @@ def _str(value: Any, where: str) -> str:
 def _int(value: Any, where: str, maximum: int = INT64_MAX, minimum: int = -INT64_MAX - 1) -> int:
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise InvalidSpecError(f"invalid request body: {where} must be an integer")
+    if isinstance(value, bool) or not isinstance(value, int):  # 1e3 and 1.0 too, as Go's decoder
+        raise InvalidSpecError(f"invalid request body: {where} must be an integer")
     if not minimum <= value <= maximum:
         raise InvalidSpecError(f"invalid request body: {where} is out of range")
     return value

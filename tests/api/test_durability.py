@@ -97,6 +97,32 @@ def test_an_accepted_input_survives_a_kill_and_no_seq_is_reused(tmp_path):
                 == b"again\n"
 
 
+def test_lifecycle_replies_survive_a_kill(tmp_path):
+    with ServerProcess(tmp_path / "data", token=TOKEN) as srv:
+        with make_http(srv.url, TOKEN) as http:
+            sb = claim_sandbox(http)
+            kept = create_session(http, sb, CAT, key="kept")
+            stopped = create_session(http, sb, CAT)
+            deleted = create_session(http, sb, CAT, key="deleted")
+            ok(http.put(spath(sb, kept["id"]), json={**CAT, "name": "renamed"}), 200)
+            ok(http.put(spath(sb, stopped["id"], "/desired-state"), json={"state": "stopped"}), 200)
+            ok(http.delete(spath(sb, deleted["id"])), 200)
+            srv.kill()
+        srv.restart()
+        with make_http(srv.url, TOKEN) as http:
+            listed = ok(http.get(spath(sb)), 200)["sessions"]
+            assert [s["id"] for s in listed] == [kept["id"], stopped["id"]]
+            renamed = get_session(http, sb, kept["id"])
+            assert (renamed["spec"]["name"], renamed["spec_version"]) == ("renamed", 2)
+            still = get_session(http, sb, stopped["id"])
+            assert (still["phase"], still["attempt"]["number"]) == ("stopped", 1)
+            assert still["spec"]["lifecycle"]["desired_state"] == "stopped"
+            err(http.post(spath(sb), json=CAT, headers={"Idempotency-Key": "kept"}), 409,
+                "session_conflict")  # the key is bound to a spec that was updated
+            fresh = create_session(http, sb, CAT, key="deleted")  # the key was freed
+            assert fresh["id"] != deleted["id"]
+
+
 def find_file_with(root, name, content: bytes):
     for dirpath, _, files in os.walk(root):
         if name in files:

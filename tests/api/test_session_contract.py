@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import make_http
 from tests.helpers import (
     ATTEMPT_ID_RE, SESSION_ID_RE, SSEReader, all_events, assert_timestamp, b64,
-    create_session, err, get_session, ok, output_bytes, show, spath, wait_event,
+    create_session, err, find_nulls, get_session, ok, output_bytes, show, spath, wait_event,
     wait_exited, write_input,
 )
 
@@ -57,6 +57,7 @@ def assert_session_shape(s):
 def assert_event_shape(e, sid):
     assert EVENT_KEYS <= set(e), e
     assert e["session_id"] == sid and isinstance(e["seq"], int)
+    assert "attempt_id" not in e or ATTEMPT_ID_RE.match(e["attempt_id"]), e
     assert_timestamp(e["occurred_at"], "occurred_at")
     assert ("stream" in e) == (e["type"] == "output"), e
     if "stream" in e:
@@ -246,13 +247,22 @@ class TestEvents:
             event = json.loads(frame["data"])
             assert frame["id"] == str(event["seq"]) and frame["event"] == event["type"]
             assert_event_shape(event, sid)
-            assert None not in event.values()
+            assert not find_nulls(event), event
         assert [int(f["id"]) for f in frames] == list(range(1, len(frames) + 1))
 
     def test_last_event_id_wins_over_the_after_parameter(self, server, http, sandbox_id, cat):
         with SSEReader(server.url, spath(sandbox_id, cat["id"], "/events/stream"),
                        params={"after": 0}, headers={"Last-Event-ID": "2"}) as sse:
             assert sse.next_frame()["id"] == "3"
+
+    def test_sse_with_nothing_to_replay_sends_headers_at_once_then_live_events(
+            self, server, http, sandbox_id, cat):
+        latest = get_session(http, sandbox_id, cat["id"])["cursor"]["latest"]
+        # SSEReader fails if the status line and headers do not arrive within 10 s.
+        with SSEReader(server.url, spath(sandbox_id, cat["id"], "/events/stream"),
+                       params={"after": latest}) as sse:
+            write_input(http, sandbox_id, cat["id"], "live", "live\n")
+            assert sse.next_frame()["id"] == str(latest + 1)
 
     def test_sse_replays_then_goes_live_without_gap_or_duplicate(self, server, http, sandbox_id, cat):
         sid = cat["id"]
@@ -332,6 +342,7 @@ BAD_REQUESTS = [  # (name, method, path under the sandbox's sessions, body, stat
     ("terminal rows string", "PUT", "/{sid}/terminal", {"rows": "x", "cols": 80}, 400, "invalid_request", None),
     ("events after negative", "GET", "/{sid}/events?after=-1", None, 400, "invalid_request", None),
     ("events after text", "GET", "/{sid}/events?after=abc", None, 400, "invalid_request", None),
+    ("events after non-ascii digit", "GET", "/{sid}/events?after=\u0663", None, 400, "invalid_request", None),
     ("events after beyond latest", "GET", "/{sid}/events?after=99999", None, 400, "invalid_request", None),
     ("events limit zero", "GET", "/{sid}/events?limit=0", None, 400, "invalid_request", None),
     ("events limit too big", "GET", "/{sid}/events?limit=10001", None, 400, "invalid_request", None),
