@@ -23,6 +23,7 @@ import asyncio
 import errno
 import os
 import shutil
+import signal
 from functools import partial
 
 from ptyprocess import PtyProcess
@@ -34,6 +35,11 @@ _READ_SIZE = 65536  # the kernel hands out at most ~4 KiB per pty read anyway
 
 
 def _exec_in_child(cwd: str, executable: str, argv: list[str], env: dict[str, str]) -> None:
+    # Python ignores SIGPIPE and SIGXFSZ, and an ignored signal survives exec:
+    # `yes | head -1` would then complain about EPIPE instead of dying quietly.
+    # subprocess (the pipe runner) restores these too.
+    for signum in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(signum, signal.SIG_DFL)
     os.chdir(cwd)
     os.execve(executable, argv, env)
 
@@ -229,6 +235,7 @@ class PtyRunner:
             raise StartFailedError("rows and cols must be between 1 and 65535")
         cwd = launch.cwd or os.getcwd()
         executable = _resolve_executable(launch.argv[0], cwd, launch.env)
+        # A fresh subclass per start keeps its `created` list private to this call.
         tracked = type("_TrackedPtyOnce", (_TrackedPty,), {"created": []})
         try:
             proc = tracked.spawn(

@@ -18,7 +18,10 @@ a kill (measured: a TERM trap never finished). So bwrap is started through
 ``env --ignore-signal=…`` and the command through ``env --default-signal=…``
 (coreutils >= 8.31): bwrap ignores the catchable signals a client may send,
 the command gets them with default dispositions. SIGKILL/SIGSTOP still reach
-everyone, and real-time signals (34-64) still kill bwrap first.
+everyone, and real-time signals (34-64) still kill bwrap first. One visible
+difference on a terminal: bwrap is the session leader, so the SIGHUP of a
+hang-up (PtyHandle.close_input) stops at bwrap and the command sees
+end-of-input (or EIO) instead of dying of SIGHUP.
 """
 from __future__ import annotations
 
