@@ -6,7 +6,9 @@ from sanic import Sanic
 
 from .auth import install_auth
 from .errors import handle_error
-from .routes import health, journal, sandboxes, sessions
+from .gate import install_runtime_gate
+from .routes import aerolvm, audit, health, journal, sandboxes, sessions, ws
+from .routes import openapi as openapi_route
 
 
 def create_app(container, *, name: str = "sessiond") -> Sanic:
@@ -16,10 +18,13 @@ def create_app(container, *, name: str = "sessiond") -> Sanic:
     app.config.REQUEST_TIMEOUT = 120
     app.config.KEEP_ALIVE_TIMEOUT = 75
     app.config.GRACEFUL_SHUTDOWN_TIMEOUT = 5.0
+    app.config.WEBSOCKET_MAX_SIZE = 256 * 1024 * 1024  # WebSocket inputs, as large as HTTP bodies
     app.ctx.container = container
     install_auth(app, container.settings.token)
-    for module in (health, sandboxes, sessions, journal):
+    install_runtime_gate(app)  # after auth: only an authenticated call may wake a sandbox
+    for module in (health, sandboxes, sessions, journal, audit, ws, aerolvm):
         app.blueprint(module.bp)
+    app.blueprint(openapi_route.bp)  # GET /api/v1/openapi.json
     app.error_handler.add(Exception, handle_error)
 
     @app.before_server_start

@@ -5,7 +5,7 @@ import hmac
 
 from sanic import Request
 
-from .errors import envelope
+from .errors import AEROLVM_PREFIX, aerolvm_error, envelope
 
 PROTECTED_PREFIXES = ("/api/", "/v1/")
 
@@ -21,10 +21,16 @@ def install_auth(app, token: str) -> None:
             return None
         header = request.headers.get("authorization")
         if not header:
-            return envelope(401, "unauthorized", "missing authorization header")
+            return _unauthorized(request, "missing authorization header")
         scheme, _, value = header.partition(" ")
         if scheme.lower() != "bearer" or not value.strip():
-            return envelope(401, "unauthorized", "invalid authorization header format")
+            return _unauthorized(request, "invalid authorization header format")
         if not hmac.compare_digest(value.strip().encode(), expected):
-            return envelope(401, "unauthorized", "invalid token")
+            return _unauthorized(request, "invalid token")
         return None
+
+
+def _unauthorized(request: Request, message: str):
+    if request.path.startswith(AEROLVM_PREFIX):  # the facade's own error shape
+        return aerolvm_error(401, "unauthorized")
+    return envelope(401, "unauthorized", message)

@@ -20,6 +20,7 @@ STATUS: list[tuple[type, int, str]] = [
     (e.SandboxConflictError, 409, "conflict"),
     (e.ConflictError, 409, "session_conflict"),
     (e.InvalidRequestError, 400, "invalid_request"),
+    (e.SandboxResumeFailedError, 503, "sandbox_resume_failed"),
     (e.UnavailableError, 503, "unavailable"),
 ]
 
@@ -38,6 +39,14 @@ def envelope(status: int, code: str, message: str, details=None, headers=None) -
         error["details"] = details
     return HTTPResponse(orjson.dumps({"success": False, "error": error}), status=status,
                         headers=headers, content_type="application/json")
+
+
+AEROLVM_PREFIX = "/v1/"
+
+
+def aerolvm_error(status: int, message: str) -> HTTPResponse:
+    """The AeroLVM facade's error shape: a bare {"error": "..."} object (aerolvm-sessions.md §4)."""
+    return HTTPResponse(orjson.dumps({"error": message}), status=status, content_type="application/json")
 
 
 def classify(exc: BaseException, action: str) -> tuple[int, str, str, object]:
@@ -64,4 +73,6 @@ def handle_error(request: Request, exc: BaseException) -> HTTPResponse:
     action = getattr(request.route, "ctx", None)
     action = getattr(action, "action", "") if action is not None else ""
     status, code, message, details = classify(exc, action)
+    if request.path.startswith(AEROLVM_PREFIX):
+        return aerolvm_error(status, message)
     return envelope(status, code, message, details)

@@ -75,6 +75,8 @@ def render_sandbox(sandbox) -> dict:
         out["expires_at"] = rfc3339(sandbox.expires_ns)
     if sandbox.hard_expires_ns:
         out["hard_expires_at"] = rfc3339(sandbox.hard_expires_ns)
+    if sandbox.config.get("resources"):
+        out["resources"] = sandbox.config["resources"]
     return out
 
 

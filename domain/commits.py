@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Callable, Protocol
 
+from .model.retention import chunk_limit
+
 CHUNK_BYTES = 256 * 1024
 HIGH_WATER = 32 * 1024 * 1024   # uncommitted output bytes before readers are paused
 LOW_WATER = 16 * 1024 * 1024
@@ -17,6 +19,8 @@ LOW_WATER = 16 * 1024 * 1024
 
 class CommitSink(Protocol):
     def submit(self, tick: list, done: Callable[[BaseException | None], None]) -> None: ...
+    def run_in_writer(self, fn: Callable[[], object],
+                      done: Callable[[object, BaseException | None], None]) -> None: ...
 
 
 class Pausable(Protocol):
@@ -64,7 +68,12 @@ class CommitPipeline:
     def add_output(self, app, session, stream: str, data: bytes, source: Pausable | None) -> None:
         pending = self._owed(app, session)
         runs = pending.runs
-        if runs and runs[-1][0] == stream and runs[-1][2] + len(data) <= CHUNK_BYTES:
+        limit = chunk_limit(session.spec, CHUNK_BYTES)
+        if len(data) > limit:  # a small retention budget needs events smaller than one read
+            for start in range(0, len(data) - limit, limit):
+                runs.append([stream, [data[start:start + limit]], limit])
+            data = data[start + limit:]
+        if runs and runs[-1][0] == stream and runs[-1][2] + len(data) <= limit:
             runs[-1][1].append(data)
             runs[-1][2] += len(data)
         else:
@@ -98,6 +107,18 @@ class CommitPipeline:
     def drop(self, session) -> None:
         self._pending.pop(id(session), None)
 
+    async def run_in_writer(self, fn: Callable[[], object]):
+        """Run a store operation (retention delete, vacuum) on the writer thread, after every
+        tick submitted so far and between ticks, so it never races a commit."""
+        future = asyncio.get_running_loop().create_future()
+
+        def done(result, error) -> None:
+            if not future.done():
+                future.set_exception(error) if error is not None else future.set_result(result)
+
+        self._sink.run_in_writer(fn, done)
+        return await future
+
     # ---- ticks --------------------------------------------------------------------------
     def _schedule(self) -> None:
         if not self._scheduled and not self._busy:
@@ -115,6 +136,10 @@ class CommitPipeline:
         output_bytes = 0
         for owed in pending.values():
             session = owed.aggregate
+            if getattr(owed.app, "released", False):  # store sealed by the pause hook: drop
+                self._uncommitted_output -= owed.output_bytes
+                session.collect_events()
+                continue
             output_bytes += owed.output_bytes
             self._materialize_owed(session, owed)
             events = session.collect_events()

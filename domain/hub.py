@@ -2,6 +2,8 @@
 
 Publishing never blocks (contract §6.13): a subscriber that cannot keep up is closed
 with reason ``slow`` and reconnects with its last seq; the journal loses nothing.
+The reference buffers 256 events of at most 32 KiB; our output events are up to 256 KiB,
+so a byte budget of the same order bounds memory too (256 of ours would be 87 MiB).
 """
 from __future__ import annotations
 
@@ -9,28 +11,37 @@ import asyncio
 from collections import deque
 
 BUFFER_EVENTS = 256
+BUFFER_BYTES = 16 * 1024 * 1024  # of base64 output held for one subscriber
 
 
 class Subscriber:
-    def __init__(self, session_id: str, capacity: int = BUFFER_EVENTS) -> None:
+    def __init__(self, session_id: str, capacity: int = BUFFER_EVENTS,
+                 max_bytes: int = BUFFER_BYTES) -> None:
         self.session_id = session_id
         self.capacity = capacity
+        self.max_bytes = max_bytes
         self.items: deque = deque()
+        self.buffered_bytes = 0
         self.closed_reason = ""
         self._ready = asyncio.Event()
 
     def offer(self, item) -> None:
         if self.closed_reason:
             return
-        if len(self.items) >= self.capacity:
+        size = len(item.get("data_base64", "")) if isinstance(item, dict) else 0
+        if len(self.items) >= self.capacity or self.buffered_bytes + size > self.max_bytes:
             self.close("slow")
             return
         self.items.append(item)
+        self.buffered_bytes += size
         self._ready.set()
 
     def close(self, reason: str) -> None:
         if not self.closed_reason:
             self.closed_reason = reason
+            if reason == "slow":  # it reconnects from its last seq: what it missed is in the journal
+                self.items.clear()
+                self.buffered_bytes = 0
             self._ready.set()
 
     async def next_batch(self, timeout: float | None = None) -> list:
@@ -43,6 +54,7 @@ class Subscriber:
                 return []
         batch = list(self.items)
         self.items.clear()
+        self.buffered_bytes = 0
         return batch
 
 

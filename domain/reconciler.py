@@ -58,7 +58,9 @@ class Reconciler:
         return result
 
     # ---- starting -------------------------------------------------------------------------
-    async def start_attempt(self, session: Session, reason: str, requested: bool = False) -> None:
+    async def start_attempt(self, session: Session, reason: str,
+                            requested: bool = False) -> StartFailedError | None:
+        """Launch a new attempt. A launch failure is recorded (start_failed) and returned."""
         self.cancel_timer(session.id)
         ctx = self.ctx
         attempt_id = ctx.new_attempt_id()
@@ -78,12 +80,13 @@ class Reconciler:
             decision = self._record(session, session.record_exit, None, None, ctx.clock.now_ns(),
                                     reason=START_FAILED)
             self._after_exit(session, decision)
-            return
+            return exc
         live.handle = handle
         self._record(session, session.record_started, handle.pid, handle.start_time, ctx.clock.now_ns())
         self._arm_readiness(session, live)
         self._spawn(self._pump_input(session, live), live.tasks)
         self._spawn(self._watch_exit(session, live))
+        return None
 
     def _arm_readiness(self, session: Session, live: LiveAttempt) -> None:
         readiness = session.spec["readiness"]
@@ -169,11 +172,15 @@ class Reconciler:
 
     async def _restart_after(self, session: Session, delay_ms: int) -> None:
         await self.ctx.clock.sleep(delay_ms / 1000)
-        self.timers.pop(session.id, None)
-        if session.phase == "backoff" and session.desired_state == "running" \
-                and session.id in self.ctx.supervisor.sessions:
-            await self.start_attempt(session, "restart_policy")  # BACKOFF -> STARTING
-            await self.ctx.pipeline.flush()
+        # Lifecycle calls on this session go one at a time; one that takes the lock first
+        # cancels this timer (cancel_timer) or changes what it finds below.
+        async with self.ctx.lifecycle_lock(session.id):
+            if self.timers.get(session.id) is asyncio.current_task():
+                del self.timers[session.id]
+            if session.phase == "backoff" and session.desired_state == "running" \
+                    and session.id in self.ctx.supervisor.sessions:
+                await self.start_attempt(session, "restart_policy")  # BACKOFF -> STARTING
+                await self.ctx.pipeline.flush()
 
     def cancel_timer(self, session_id: str) -> None:
         timer = self.timers.pop(session_id, None)
@@ -191,22 +198,33 @@ class Reconciler:
         await self._terminate(session, live)
 
     async def _terminate(self, session: Session, live: LiveAttempt) -> None:
+        """Contract §6.5: TERM to the group, grace, KILL, 5 s more, else the call fails."""
         grace_s = session.spec["lifecycle"]["stop_grace_period_seconds"]
         live.handle.send_signal(signals.SIGTERM)
         if session.phase == "paused":
             live.handle.send_signal(signals.SIGCONT)  # a frozen process cannot act on TERM
-        try:
-            await asyncio.wait_for(live.exited.wait(), grace_s)
+        if await self._exited_within(live, grace_s):
             return
-        except asyncio.TimeoutError:
-            live.handle.send_signal(signals.SIGKILL)
+        live.handle.send_signal(signals.SIGKILL)
+        if not await self._exited_within(live, KILL_WAIT_S):
+            raise OperationFailedError("timed out waiting for session process to stop")
+
+    async def _exited_within(self, live: LiveAttempt, seconds: float) -> bool:
+        """Wait for the attempt's end on the injected clock, so a fake clock drives grace periods."""
+        if live.exited.is_set():
+            return True
+        exited = asyncio.ensure_future(live.exited.wait())
+        timer = asyncio.ensure_future(self.ctx.clock.sleep(seconds))
         try:
-            await asyncio.wait_for(live.exited.wait(), KILL_WAIT_S)
-        except asyncio.TimeoutError:
-            raise OperationFailedError("timed out waiting for session process to stop") from None
+            await asyncio.wait((exited, timer), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            exited.cancel()
+            timer.cancel()
+        return live.exited.is_set()
 
     async def kill_everything(self) -> None:
         """Runtime release: every process of the sandbox ended and reaped, no timers left."""
+        self.ctx.expiry.stop()  # no expiry without a runtime; start() it again on the next one
         for session_id in list(self.timers):
             self.cancel_timer(session_id)
         lives = list(self.live.values())

@@ -2,7 +2,8 @@
 
 Starting over state that was not cleanly paused is a runtime replacement (a crash
 counts): the generation goes up, leftovers of the old generation are reaped, and
-every session follows its ``runtime_recovery`` policy (contract §6.6).
+every session follows its ``runtime_recovery`` policy (contract §6.6). Pause, resume,
+auto-resume, ttl and the start-up decision live in ``runtimes.RuntimeLifecycle``.
 """
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from typing import Callable, Protocol
 
 from .commits import CommitPipeline
 from .hub import Hub
-from .model.errors import InvalidRequestError, SandboxNotFoundError
+from .lifecycle import Checkpoints, RuntimeGate
+from .model.errors import InvalidRequestError, SandboxNotFoundError, UnavailableError
 from .model.ids import sandbox_id_from
 from .model.sandbox import Sandbox
+from .runtimes import RuntimeLifecycle
 from .service import SandboxService
 from .supervisor import SessionSupervisor
 
@@ -35,10 +38,10 @@ class SandboxFiles(Protocol):
     def remove(self, sandbox_id: str) -> None: ...
 
 
-class SandboxManager:
+class SandboxManager(RuntimeLifecycle):
     def __init__(self, *, files: SandboxFiles, pipeline: CommitPipeline, hub: Hub, pipe_runner,
                  pty_runner, runtime, clock, new_uuid_hex: Callable[[], str], base_env: dict[str, str],
-                 reap: Callable[[int, int], object]):
+                 reap: Callable[[int, int], object], checkpoints: Checkpoints | None = None):
         self.files = files
         self.pipeline = pipeline
         self.hub = hub
@@ -49,30 +52,34 @@ class SandboxManager:
         self.new_uuid_hex = new_uuid_hex
         self.base_env = base_env
         self.reap = reap  # kills what an old generation left behind (pid + start time)
-        self.services: dict[str, SandboxService] = {}
+        self.services: dict[str, SandboxService] = {}  # running: an open store and a runtime
+        self.parked: dict[str, Sandbox] = {}  # paused: only the record; the rootfs holds the rest
+        self.gates: dict[str, RuntimeGate] = {}
+        self.checkpoints = checkpoints  # None: pause is unavailable (503)
+        self._sweeper: asyncio.Task | None = None
         self._lock = asyncio.Lock()
 
     def _service(self, sandbox_id: str, supervisor: SessionSupervisor) -> SandboxService:
         sandbox = supervisor.sandbox
         env = dict(TEMPLATES.get(sandbox.template, {}))
         env.update(sandbox.config.get("env_vars") or {})
-        return SandboxService(sandbox_id=sandbox_id, supervisor=supervisor, pipeline=self.pipeline,
-                              hub=self.hub, pipe_runner=self.pipe_runner, pty_runner=self.pty_runner,
-                              runtime=self.runtime, workspace=self.files.workspace(sandbox_id),
-                              clock=self.clock, new_uuid_hex=self.new_uuid_hex, sandbox_env=env,
-                              base_env=self.base_env)
+        service = SandboxService(sandbox_id=sandbox_id, supervisor=supervisor, pipeline=self.pipeline,
+                                 hub=self.hub, pipe_runner=self.pipe_runner, pty_runner=self.pty_runner,
+                                 runtime=self.runtime, workspace=self.files.workspace(sandbox_id),
+                                 clock=self.clock, new_uuid_hex=self.new_uuid_hex, sandbox_env=env,
+                                 base_env=self.base_env)
+        service.expiry.start()  # stopped by reconciler.kill_everything when the runtime goes
+        service.retention.start()  # stopped on shutdown and sandbox delete
+        return service
 
     # ---- startup --------------------------------------------------------------------------
     async def start(self) -> None:
         for sandbox_id in self.files.list_ids():
             try:
-                supervisor = await asyncio.to_thread(self._open, sandbox_id)
+                await self.bring_up(sandbox_id)
             except Exception:
                 log.exception("sandbox %s could not be opened; left untouched", sandbox_id)
-                continue
-            service = self._service(sandbox_id, supervisor)
-            self.services[sandbox_id] = service
-            await self.replace_runtime(service)
+        self.start_sweeping()
 
     def _open(self, sandbox_id: str) -> SessionSupervisor:
         supervisor = self.files.open_store(sandbox_id)
@@ -112,32 +119,53 @@ class SandboxManager:
         return supervisor.sandbox
 
     def sandbox(self, sandbox_id: str) -> Sandbox:
-        return self.service_for(sandbox_id).supervisor.sandbox
+        service = self.services.get(sandbox_id)
+        if service is not None:
+            return service.supervisor.sandbox
+        parked = self.parked.get(sandbox_id)
+        if parked is None:
+            raise SandboxNotFoundError()
+        return parked
 
     def service_for(self, sandbox_id: str) -> SandboxService:
         service = self.services.get(sandbox_id)
         if service is None:
+            if sandbox_id in self.parked:  # session calls are admitted (resumed) first: api/gate.py
+                raise UnavailableError("sandbox is not running")
             raise SandboxNotFoundError()
         return service
 
     def list(self) -> list[Sandbox]:
         sandboxes = [service.supervisor.sandbox for service in self.services.values()]
+        sandboxes.extend(self.parked.values())
         return sorted(sandboxes, key=lambda sb: (-sb.created_ns, sb.id))
 
     async def delete(self, sandbox_id: str) -> None:
-        service = self.service_for(sandbox_id)
-        del self.services[sandbox_id]
-        for session in service.list_sessions():
-            self.hub.close_session(session.id, "deleted")
-        await service.reconciler.kill_everything()
-        await self.pipeline.flush()
-        await asyncio.to_thread(service.supervisor.close)
+        async with self.gate(sandbox_id).lock:  # after any pause or resume in progress
+            await self._remove(sandbox_id)
+        self.gates.pop(sandbox_id, None)
+
+    async def _remove(self, sandbox_id: str) -> None:
+        """Every process ended, then the sandbox's directory with its store (also hard_ttl)."""
+        if self.parked.pop(sandbox_id, None) is None:
+            service = self.service_for(sandbox_id)
+            del self.services[sandbox_id]
+            service.retention.stop()
+            for session in service.list_sessions():
+                self.hub.close_session(session.id, "deleted")
+            await service.reconciler.kill_everything()
+            await self.pipeline.flush()
+            service.supervisor.released = True
+            await asyncio.to_thread(service.supervisor.close)
         await asyncio.to_thread(self.files.remove, sandbox_id)
 
     async def shutdown(self) -> None:
+        await self.checkpoint_all()  # what is left could not be checkpointed: end it as before
         self.hub.close_all("shutdown")
         for service in self.services.values():
             await service.reconciler.kill_everything()
+            service.retention.stop()
+            service.retention.stage_snapshots()  # the next start replays no tail
         try:
             await self.pipeline.flush()
         except Exception:

@@ -9,6 +9,7 @@ import asyncio
 from typing import Callable
 
 from .commits import CommitPipeline
+from .expiry import ExpirySweep
 from .hub import Hub, Subscriber
 from .model import requests as rq
 from .model.errors import (
@@ -21,10 +22,13 @@ from .model.errors import (
     SessionNotFoundError,
 )
 from .model.ids import attempt_id_from, session_id_from
+from .model.policies import expiry_due
+from .model.journal import OUTPUT_TOPIC
 from .model.session import Session, input_digest
 from .model.signals import signal_description
 from .model.spec import execution_changed, normalize_spec
 from .reconciler import INPUT_QUEUE_OPS, Reconciler
+from .retention import Retention
 from .supervisor import SessionSupervisor
 
 EOF_WAIT_S = 5.0
@@ -47,8 +51,21 @@ class SandboxService:
         self.sandbox_env = sandbox_env
         self.base_env = base_env
         self.reconciler = Reconciler(self)
+        self.expiry = ExpirySweep(self)  # started by the manager once the runtime is active
+        self.retention = Retention(supervisor, pipeline, clock)  # started by the manager too
+        supervisor.on_commit = self.retention.on_commit
         self.create_lock = asyncio.Lock()
         self.deleting: set[str] = set()
+        self._lifecycle_locks: dict[str, asyncio.Lock] = {}
+
+    def lifecycle_lock(self, session_id: str) -> asyncio.Lock:
+        """Lifecycle calls on one session (and its restart timer and expiry) go one at a time,
+        so a stop and a start can never interleave into two live attempts. Other sessions,
+        reads and inputs never wait for it."""
+        lock = self._lifecycle_locks.get(session_id)
+        if lock is None:
+            lock = self._lifecycle_locks[session_id] = asyncio.Lock()
+        return lock
 
     # ---- context for the reconciler -------------------------------------------------------
     @property
@@ -115,73 +132,104 @@ class SandboxService:
             self.supervisor.adopt(session)
             self.supervisor.committed_seq[session_id] = 0
             self.pipeline.stage(self.supervisor, session)
-            if session.desired_state == "running":
-                await self.reconciler.start_attempt(session, "created")
-            await self.pipeline.flush()
+            async with self.lifecycle_lock(session_id):
+                if session.desired_state == "running":
+                    # A start failure is recorded on the attempt; create still answers 201.
+                    await self.reconciler.start_attempt(session, "created")
+                await self.pipeline.flush()
             return session, True
 
     async def update_session(self, session_id: str, raw_spec) -> Session:
         spec = normalize_spec(raw_spec)  # validation before lookup (contract §1.4)
-        session = self.session(session_id)
-        old_spec = session.spec
-        self._record(session, session.update_spec, spec, self.clock.now_ns())
-        if spec["lifecycle"]["desired_state"] == "stopped":
-            await self._stop_or_rest(session, "desired_state_stopped")
-        elif execution_changed(old_spec, spec) and session.has_live_attempt:
-            await self.reconciler.stop_attempt(session, "spec_replaced")
-            await self.reconciler.start_attempt(session, "spec_updated")
-        elif not session.has_live_attempt:
-            await self.reconciler.start_attempt(session, "desired_state_running")
-        await self.pipeline.flush()
+        self.session(session_id)
+        async with self.lifecycle_lock(session_id):
+            session = self.session(session_id)  # a delete may have finished while we waited
+            old_spec = session.spec
+            self._record(session, session.update_spec, spec, self.clock.now_ns())
+            failure = None
+            if spec["lifecycle"]["desired_state"] == "stopped":
+                self.reconciler.cancel_timer(session.id)
+                if session.has_live_attempt:
+                    await self.reconciler.stop_attempt(session, "desired_state_stopped")
+            elif execution_changed(old_spec, spec) and session.has_live_attempt:
+                await self.reconciler.stop_attempt(session, "spec_replaced")
+                failure = await self.reconciler.start_attempt(session, "spec_updated")
+            elif not session.has_live_attempt:
+                failure = await self.reconciler.start_attempt(session, "desired_state_running")
+            await self._committed(failure)
         return session
 
-    async def _stop_or_rest(self, session: Session, reason: str) -> None:
-        if session.has_live_attempt:
-            await self.reconciler.stop_attempt(session, reason)
-        else:
-            self.reconciler.cancel_timer(session.id)
-            if session.phase != "stopped":
-                self._record(session, session.set_desired_state, "stopped", self.clock.now_ns())
+    async def _committed(self, start_failure: Exception | None) -> None:
+        """The durability point of a lifecycle call; a failed start is then a 500 (contract §1.4-§1.7)."""
+        await self.pipeline.flush()
+        if start_failure is not None:
+            raise OperationFailedError(str(start_failure))
 
     async def set_desired_state(self, session_id: str, body: dict) -> Session:
         state = rq.parse_desired_state(body)  # before lookup (contract §1.6)
-        session = self.session(session_id)
-        self._record(session, session.set_desired_state, state, self.clock.now_ns())
-        if state == "stopped":
-            self.reconciler.cancel_timer(session.id)
-            if session.has_live_attempt:
-                await self.reconciler.stop_attempt(session, "desired_state_stopped")
-        elif not session.has_live_attempt:
-            await self.reconciler.start_attempt(session, "desired_state_running")
-        await self.pipeline.flush()
+        self.session(session_id)
+        async with self.lifecycle_lock(session_id):
+            session = self.session(session_id)
+            self._record(session, session.set_desired_state, state, self.clock.now_ns())
+            failure = None
+            if state == "stopped":
+                self.reconciler.cancel_timer(session.id)
+                if session.has_live_attempt:
+                    await self.reconciler.stop_attempt(session, "desired_state_stopped")
+            elif not session.has_live_attempt:
+                failure = await self.reconciler.start_attempt(session, "desired_state_running")
+            await self._committed(failure)
         return session
 
     async def create_attempt(self, session_id: str, body: dict) -> Session:
-        session = self.session(session_id)
+        self.session(session_id)
         replace = rq.parse_replace_current(body)
-        if session.has_live_attempt:
-            if not replace:
-                raise AttemptRunningError()
-            await self.reconciler.stop_attempt(session, "attempt_replaced")
-        await self.reconciler.start_attempt(session, "attempt_created", requested=True)
-        await self.pipeline.flush()
+        async with self.lifecycle_lock(session_id):
+            session = self.session(session_id)
+            if session.has_live_attempt:
+                if not replace:
+                    raise AttemptRunningError()
+                await self.reconciler.stop_attempt(session, "attempt_replaced")
+            failure = await self.reconciler.start_attempt(session, "attempt_created", requested=True)
+            await self._committed(failure)
         return session
 
-    async def delete_session(self, session_id: str) -> None:
-        session = self.session(session_id)
-        self.deleting.add(session_id)
-        try:
+    async def expire_session(self, session_id: str) -> bool:
+        """Contract §6.14: one session.expired, desired state stopped, then the stop (session_expired)."""
+        async with self.lifecycle_lock(session_id):
+            session = self.supervisor.sessions.get(session_id)
+            if session is None or session_id in self.deleting:
+                return False
+            now = self.clock.now_ns()
+            # Re-decided under the lock: input or a spec change may have come in meanwhile.
+            if not expiry_due(session.spec["lifecycle"], session.created_ns, session.last_activity_ns, now) \
+                    or not self._record(session, session.expire, now):
+                return False
             self.reconciler.cancel_timer(session_id)
             if session.has_live_attempt:
-                await self.reconciler.stop_attempt(session, "session_deleted")
+                await self.reconciler.stop_attempt(session, "session_expired")
             await self.pipeline.flush()
-        except BaseException:
+        return True
+
+    async def delete_session(self, session_id: str) -> None:
+        self.session(session_id)
+        async with self.lifecycle_lock(session_id):
+            session = self.session(session_id)
+            self.deleting.add(session_id)
+            try:
+                self.reconciler.cancel_timer(session_id)
+                if session.has_live_attempt:
+                    await self.reconciler.stop_attempt(session, "session_deleted")
+                await self.pipeline.flush()
+            except BaseException:
+                self.deleting.discard(session_id)
+                raise
+            self.hub.close_session(session_id, "deleted")
+            self.pipeline.drop(session)
+            self.supervisor.forget(session)
+            self.retention.forget(session_id)
             self.deleting.discard(session_id)
-            raise
-        self.hub.close_session(session_id, "deleted")
-        self.pipeline.drop(session)
-        self.supervisor.forget(session)
-        self.deleting.discard(session_id)
+        self._lifecycle_locks.pop(session_id, None)
         await asyncio.to_thread(self.supervisor.delete_journal, session_id)
 
     # ---- process interaction ------------------------------------------------------------------
@@ -239,18 +287,75 @@ class SandboxService:
     # ---- journal ---------------------------------------------------------------------------
     async def events_page(self, session_id: str, after: int, limit: int) -> tuple[list[dict], tuple[int, int]]:
         session = self.session(session_id)
+        self.retention.trim(session)
         earliest, latest = self.check_cursor(session, after)
         records = await asyncio.to_thread(self.supervisor.read_records, session_id, after, latest, limit)
+        self._still_retained(session, after)
         return records, (earliest, latest)
+
+    def _still_retained(self, session: Session, after: int) -> None:
+        """A trim that passed ``after`` while the page was read may have deleted part of it:
+        never serve a page with a silent hole (rows are deleted only below earliest)."""
+        earliest = session.earliest_seq
+        if after < earliest - 1:
+            raise CursorExpiredError(earliest, self.supervisor.committed_seq.get(session.id, 0))
 
     def subscribe(self, session_id: str, after: int) -> tuple[Subscriber, int]:
         """Snapshot-and-subscribe atomically: replay (after, upto] then live events > upto."""
         session = self.session(session_id)
+        self.retention.trim(session)
         _earliest, latest = self.check_cursor(session, after)
         return self.hub.subscribe(session_id), latest
 
     async def replay(self, session_id: str, after: int, upto: int, page: int = 1000) -> list[dict]:
-        return await asyncio.to_thread(self.supervisor.read_records, session_id, after, upto, page)
+        """One page of a stream's replay; CursorExpiredError if trimming overtook it."""
+        session = self.session(session_id)
+        records = await asyncio.to_thread(self.supervisor.read_records, session_id, after, upto, page)
+        self._still_retained(session, after)
+        return records
+
+    # ---- audit views: the full attempt history, never trimmed while the session exists ---------
+    def attempts(self, session_id: str) -> list[dict]:
+        return self.session(session_id).attempts
+
+    async def history_page(self, session_id: str, after: int, limit: int) -> tuple[list[dict], tuple[int, int]]:
+        """Lifecycle events only (``session.*``, ``attempt.*``), from seq 1 whatever was trimmed."""
+        session = self.session(session_id)
+        latest = self.supervisor.committed_seq.get(session_id, 0)
+        if after > latest:
+            raise InvalidRequestError(f"event cursor must not be greater than latest sequence {latest}")
+        records = await asyncio.to_thread(self.supervisor.read_records, session_id, after, latest, limit,
+                                          lifecycle_only=True)
+        return records, (1, latest)
+
+    async def output_tail(self, session_id: str, upto: int, min_bytes: int) -> list[tuple[str, bytes]]:
+        """The latest retained output up to seq ``upto``, oldest first, as (stream, bytes).
+
+        Whole output events are returned, newest backwards until at least ``min_bytes``
+        are collected (or the retained journal is exhausted): an AeroLVM log / replay window.
+        """
+        floor = self.session(session_id).earliest_seq - 1
+        return await asyncio.to_thread(self._read_output_tail, session_id, floor, upto, min_bytes)
+
+    def _read_output_tail(self, session_id: str, floor: int, upto: int,
+                          min_bytes: int) -> list[tuple[str, bytes]]:
+        recorder, decode = self.supervisor.recorder, self.supervisor.mapper.transcoder.decode
+        chunks: list[tuple[str, bytes]] = []
+        total, lte = 0, upto
+        while total < min_bytes and lte > floor:
+            page = recorder.select_events(session_id, gt=floor, lte=lte, desc=True, limit=256)
+            if not page:
+                break
+            for stored in page:
+                lte = stored.originator_version - 1
+                if stored.topic == OUTPUT_TOPIC:
+                    state = decode(stored.state)
+                    chunks.append((state["stream"], state["data"]))
+                    total += len(state["data"])
+                    if total >= min_bytes:
+                        break
+        chunks.reverse()
+        return chunks
 
 
 def _input_reply(input_id: str, attempt_id: str, duplicate: bool) -> dict:

@@ -26,6 +26,7 @@ def _project(initial, events):
 class SessionSupervisor(Application[str]):
     name = "supervisor"
     snapshot_class = ev.Snapshot
+    released = False  # set by the pause hook before sealing: nothing more is committed here
 
     def __init__(self, env: dict[str, str]) -> None:
         super().__init__(env=env)
@@ -33,6 +34,7 @@ class SessionSupervisor(Application[str]):
         self.sandbox: Sandbox | None = None
         self.committed_seq: dict[str, int] = {}
         self.creation_keys: dict[str, str] = {}
+        self.on_commit = None  # called with a session after its events are committed (retention)
 
     # ---- loading ------------------------------------------------------------------------
     def load(self, sandbox_id: str) -> None:
@@ -45,6 +47,8 @@ class SessionSupervisor(Application[str]):
                 self.adopt(aggregate)
 
     def _originator_ids(self) -> list[str]:
+        if hasattr(self.factory, "originator_ids"):  # one index seek per aggregate
+            return self.factory.originator_ids()
         with self.factory.datastore.transaction(commit=False) as cursor:
             cursor.execute("SELECT DISTINCT originator_id FROM stored_events")
             return [row[0] for row in cursor.fetchall()]
@@ -65,6 +69,11 @@ class SessionSupervisor(Application[str]):
     def read_records(self, session_id: str, after: int, upto: int, limit: int,
                      lifecycle_only: bool = False) -> list[dict]:
         decode = self.mapper.transcoder.decode
+        if hasattr(self.factory, "select_topics"):  # plain rows; lifecycle filtered in SQL
+            rows = self.factory.select_topics(session_id, after, upto,
+                                              LIFECYCLE_TOPICS if lifecycle_only else None, limit)
+            return [_render(session_id, version, topic, decode(state))
+                    for version, topic, state in rows if topic in PUBLIC_TYPE]
         records = []
         gt = after
         while len(records) < limit and gt < upto:
@@ -88,6 +97,10 @@ class SessionSupervisor(Application[str]):
         with self.factory.datastore.transaction(commit=True) as cursor:
             cursor.execute("DELETE FROM stored_events WHERE originator_id=?", (session_id,))
             cursor.execute("DELETE FROM stored_snapshots WHERE originator_id=?", (session_id,))
+
+
+def _render(session_id: str, seq: int, topic: str, state: dict) -> dict:
+    return public_record(session_id, seq, topic, state, rfc3339(state["timestamp"]))
 
 
 def live_record(session_id: str, event) -> dict:

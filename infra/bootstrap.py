@@ -10,12 +10,14 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable
 
 from domain.commits import CommitPipeline
 from domain.hub import Hub
 from domain.sandboxes import SandboxManager
 from domain.supervisor import live_record
 
+from .checkpoint import Checkpoints
 from .clock import SystemClock
 from .pipe_runner import PipeRunner
 from .pty_runner import PtyRunner
@@ -39,6 +41,11 @@ class Container:
     writer: WriterThread | None = None
     pipeline: CommitPipeline | None = None
     manager: SandboxManager | None = None
+    # Adapters left as None are the real ones; scenarios and tests pass fakes (infra.fakes).
+    pipe_runner: object | None = None
+    pty_runner: object | None = None
+    reap: Callable[[int, int], object] | None = None
+    new_uuid_hex: Callable[[], str] | None = None
 
     def __post_init__(self) -> None:
         self.runtime = detect_runtime(self.settings.runtime)
@@ -49,10 +56,13 @@ class Container:
         self.pipeline = CommitPipeline(self.writer, self.clock.now_ns, self._on_committed)
         base_env = {k: os.environ[k] for k in BASE_ENV_KEYS if k in os.environ}
         base_env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin")
+        dirs = SandboxDirectories(self.settings.data_dir)
         self.manager = SandboxManager(
-            files=SandboxDirectories(self.settings.data_dir), pipeline=self.pipeline, hub=self.hub,
-            pipe_runner=PipeRunner(), pty_runner=PtyRunner(), runtime=self.runtime, clock=self.clock,
-            new_uuid_hex=lambda: uuid.uuid4().hex, base_env=base_env, reap=reap_leftover)
+            files=dirs, pipeline=self.pipeline, hub=self.hub, checkpoints=Checkpoints(dirs),
+            pipe_runner=self.pipe_runner or PipeRunner(), pty_runner=self.pty_runner or PtyRunner(),
+            runtime=self.runtime, clock=self.clock,
+            new_uuid_hex=self.new_uuid_hex or (lambda: uuid.uuid4().hex), base_env=base_env,
+            reap=self.reap or reap_leftover)
         await self.manager.start()
 
     def _on_committed(self, supervisor, aggregate, events: list) -> None:
@@ -62,6 +72,8 @@ class Container:
         supervisor.committed_seq[aggregate.id] = events[-1].originator_version
         if self.hub.has_subscribers(aggregate.id):
             self.hub.publish(aggregate.id, [live_record(aggregate.id, event) for event in events])
+        if supervisor.on_commit is not None:
+            supervisor.on_commit(aggregate)
 
     async def stop(self) -> None:
         if self.manager is not None:

@@ -29,6 +29,81 @@ class TunedSQLiteFactory(SQLiteFactory):
 
         pool._create_connection = tuned_connection
 
+    def aggregate_recorder(self, purpose: str = "events"):
+        recorder = super().aggregate_recorder(purpose)
+        if purpose == "snapshots":
+            # Retention and pause may both snapshot a session at the same version (only its
+            # window moved): the newer snapshot replaces the older instead of failing the tick.
+            recorder.insert_events_statement = recorder.insert_events_statement.replace(
+                "INSERT INTO", "INSERT OR REPLACE INTO", 1)
+        return recorder
+
+    # ---- journal maintenance (retention, audit): SQL the library has no API for ----------
+    def trim_events(self, originator_id: str, gt: int, lte: int, keep_topics, limit: int,
+                    snapshots_before: int = 0) -> int:
+        """Delete up to ``limit`` rows in (gt, lte] whose topic is not kept, and the snapshots
+        older than ``snapshots_before``, in one transaction; returns the rows deleted.
+
+        The ``rowid < MAX(rowid)`` guard keeps the newest row of the table, so SQLite never
+        hands out a notification id twice (eventsourcing.md §5).
+        """
+        keep = tuple(keep_topics)
+        marks = ",".join("?" * len(keep))
+        with self.datastore.transaction(commit=True) as cursor:
+            if snapshots_before:
+                cursor.execute("DELETE FROM stored_snapshots WHERE originator_id=? AND originator_version<?",
+                               (originator_id, snapshots_before))
+            if lte <= gt:
+                return 0
+            cursor.execute(
+                "DELETE FROM stored_events WHERE rowid IN (SELECT rowid FROM stored_events "
+                "WHERE originator_id=? AND originator_version>? AND originator_version<=? "
+                f"AND topic NOT IN ({marks}) ORDER BY originator_version LIMIT ?) "
+                "AND rowid < (SELECT MAX(rowid) FROM stored_events)",
+                (originator_id, gt, lte, *keep, limit))
+            return cursor.sqlite_cursor.rowcount
+
+    def reclaim_pages(self, keep_pages: int, max_pages: int) -> int:
+        """Give up to ``max_pages`` free pages back to the filesystem, keeping ``keep_pages``
+        for the next inserts to reuse; returns the pages freed. Python's ``execute`` runs
+        only one step of ``incremental_vacuum``, ``executescript`` runs it to the end."""
+        with self.datastore.get_connection(commit=True) as connection:
+            raw = connection._sqlite_conn
+            free = raw.execute("PRAGMA freelist_count").fetchone()[0]
+            pages = min(max_pages, free - keep_pages)
+            if pages <= 0:
+                return 0
+            raw.executescript(f"PRAGMA incremental_vacuum({int(pages)})")
+            return pages
+
+    def select_topics(self, originator_id: str, gt: int, lte: int, topics, limit: int) -> list:
+        """``(version, topic, state)`` rows in (gt, lte], ascending, of the given topics (all
+        when None): plain tuples, a third of the cost of the recorder's StoredEvent objects."""
+        wanted = tuple(topics or ())
+        where = f" AND topic IN ({','.join('?' * len(wanted))})" if wanted else ""
+        with self.datastore.transaction(commit=False) as cursor:
+            raw = cursor.sqlite_cursor
+            raw.row_factory = None
+            raw.execute(
+                "SELECT originator_version, topic, state FROM stored_events WHERE originator_id=? "
+                f"AND originator_version>? AND originator_version<=?{where} "
+                "ORDER BY originator_version LIMIT ?", (originator_id, gt, lte, *wanted, limit))
+            return raw.fetchall()
+
+    def originator_ids(self) -> list[str]:
+        """Every aggregate id in the store, one index seek each: cost grows with the number
+        of sessions, not with the length of their journals (DISTINCT walks every row)."""
+        ids: list[str] = []
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute("SELECT MIN(originator_id) FROM stored_events")
+            current = cursor.fetchone()[0]
+            while current is not None:
+                ids.append(current)
+                cursor.execute("SELECT MIN(originator_id) FROM stored_events WHERE originator_id>?",
+                               (current,))
+                current = cursor.fetchone()[0]
+        return ids
+
 
 def prepare_database(state_dir: Path) -> Path:
     path = state_dir / DB_NAME

@@ -1,5 +1,10 @@
-"""Sandbox routes (sandboxes contract §1): claim, list, get, status, delete."""
+"""Sandbox routes (sandboxes contract §1): claim, list, get, status, update, delete,
+pause, resume and refresh. Pause is synchronous: it answers once the checkpoint is
+committed and the runtime released (contract §1.7 allows it; pause_and_wait then ends
+after one GET)."""
 from __future__ import annotations
+
+import re
 
 from sanic import Blueprint, Request
 
@@ -59,7 +64,49 @@ def parse_config(config) -> dict:
         if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
             raise _bad("env_vars must be an object of strings")
         out["env_vars"] = env
+    resources = config.get("resources")
+    if resources is not None:
+        if not isinstance(resources, dict):
+            raise _bad("resources must be an object")
+        if resources.get("memory") is not None:
+            out["resources"] = {"memory": parse_memory(resources["memory"])}
     return out
+
+
+_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|K|M|G|T)?$")
+_UNIT = {None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+         "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+MIN_MEMORY, MAX_MEMORY = 128 * 2**20, 16 * 2**30
+
+
+def parse_memory(value) -> str:
+    """A Kubernetes quantity between 128Mi and 16Gi (contract §1.1)."""
+    match = _QUANTITY.match(value.strip()) if isinstance(value, str) else None
+    if match is None:
+        raise _bad("invalid memory quantity")
+    if not MIN_MEMORY <= float(match[1]) * _UNIT[match[2]] <= MAX_MEMORY:
+        raise _bad("memory must be between 128Mi and 16Gi")
+    return value.strip()
+
+
+def _object(request: Request) -> dict:
+    """The JSON body as an object ({} when empty); this API says bad_request, not invalid_request."""
+    try:
+        body = parse_json(request)
+    except ApiError as exc:
+        raise _bad(exc.message) from None
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise _bad("invalid request body: expected a JSON object")
+    return body
+
+
+def _memory_flag(body: dict) -> bool:
+    memory = body.get("memory")
+    if memory is not None and not isinstance(memory, bool):
+        raise _bad("memory must be a boolean")
+    return bool(memory)
 
 
 @bp.post("", ctx_action="claim_sandbox", strict_slashes=False)
@@ -117,7 +164,56 @@ async def sandbox_status(request: Request, sandbox_id: str):
     status = {"sandbox_id": sandbox["id"], "template_id": sandbox["template_id"], "team_id": "local",
               "runtime_id": sandbox["runtime_id"], "status": sandbox["status"],
               "claimed_at": sandbox["claimed_at"], "created_at": sandbox["created_at"]}
+    status.update({k: sandbox[k] for k in ("expires_at", "hard_expires_at") if k in sandbox})
     return ok(status)
+
+
+@bp.put("/<sandbox_id>", ctx_action="update_sandbox")
+async def update_sandbox(request: Request, sandbox_id: str):
+    """200 Sandbox (partial merge of config); 400 bad_request; 404 not_found; 503 unavailable."""
+    body = _object(request)
+    current = manager(request).sandbox(sandbox_id)
+    if not isinstance(body.get("config"), dict):
+        raise _bad("config is required")
+    changes = parse_config(body["config"])
+    merged = {**current.config, **changes}
+    if merged.get("ttl", 0) > 0 and merged.get("hard_ttl", 0) > 0 and merged["ttl"] > merged["hard_ttl"]:
+        raise _bad("ttl must be less than or equal to hard_ttl")
+    return ok(render_sandbox(await manager(request).update(sandbox_id, changes)))
+
+
+@bp.post("/<sandbox_id>/pause", ctx_action="pause_sandbox")
+async def pause_sandbox(request: Request, sandbox_id: str):
+    """200 {sandbox_id, paused, status}; 400 memory pause; 404 not_found; 503 unavailable."""
+    manager(request).sandbox(sandbox_id)
+    if _memory_flag(_object(request)):  # only the filesystem is checkpointed, never memory
+        raise _bad("memory pause is not supported: only the filesystem is checkpointed")
+    sandbox = await manager(request).pause(sandbox_id)
+    return ok({"sandbox_id": sandbox_id, "paused": sandbox.status == "paused", "status": sandbox.status})
+
+
+@bp.post("/<sandbox_id>/resume", ctx_action="resume_sandbox")
+async def resume_sandbox(request: Request, sandbox_id: str):
+    """200 {sandbox_id, resumed}; 404 not_found (also past hard_ttl); 503 sandbox_resume_failed."""
+    manager(request).sandbox(sandbox_id)
+    _memory_flag(_object(request))  # memory: true falls back to the checkpointed filesystem
+    await manager(request).resume(sandbox_id)
+    return ok({"sandbox_id": sandbox_id, "resumed": True})
+
+
+@bp.post("/<sandbox_id>/refresh", ctx_action="refresh_sandbox")
+async def refresh_sandbox(request: Request, sandbox_id: str):
+    """200 {sandbox_id, expires_at?, hard_expires_at?}; 400 negative duration; 404 not_found."""
+    manager(request).sandbox(sandbox_id)
+    duration = _object(request).get("duration")
+    if duration is None:
+        duration = 0
+    if isinstance(duration, bool) or not isinstance(duration, int) or duration < 0:
+        raise _bad("duration must be a non-negative integer")
+    rendered = render_sandbox(await manager(request).refresh(sandbox_id, duration))
+    data = {"sandbox_id": sandbox_id}
+    data.update({k: rendered[k] for k in ("expires_at", "hard_expires_at") if k in rendered})
+    return ok(data)
 
 
 @bp.delete("/<sandbox_id>", ctx_action="delete_sandbox")

@@ -7,8 +7,9 @@ DomainError
 ├── InvalidRequestError: InvalidSpecError
 ├── CursorExpiredError (carries earliest/latest)
 ├── InputBufferFullError
-├── UnavailableError (lifecycle barrier, paused without auto_resume)
-└── OperationFailedError (the process refused the operation: 500 <action>_failed)
+├── UnavailableError (lifecycle barrier, paused without auto_resume): SandboxResumeFailedError
+├── OperationFailedError (the process refused the operation: 500 <action>_failed)
+└── PhaseTransitionError (a command would move a phase outside ALLOWED: a bug, 500)
 """
 from __future__ import annotations
 
@@ -95,5 +96,15 @@ class UnavailableError(DomainError):
     pass
 
 
+class SandboxResumeFailedError(UnavailableError):
+    """The checkpoint of a paused sandbox could not be restored (503 sandbox_resume_failed)."""
+
+
 class OperationFailedError(DomainError):
     pass
+
+
+class PhaseTransitionError(DomainError):
+    def __init__(self, source: str, target: str, event: str) -> None:
+        super().__init__(f"phase transition {source} -> {target} ({event}) is not allowed")
+        self.source, self.target = source, target

@@ -18,6 +18,8 @@ from eventsourcing.domain import (
     MetaDomainEvent,
 )
 
+from .phases import enter
+
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -46,8 +48,19 @@ class Snapshot(CanSnapshotAggregate[str], StrDomainEvent):
 
 class SessionEvent(CanMutateAggregate[str], StrDomainEvent):
     TOPIC = "supervisor.Session.Event"
+    PHASE = ""  # the phase this event moves the session to ("" keeps it)
     attempt_id: str
     generation: int
+
+    @classmethod
+    def target_phase(cls, fields: dict) -> str:
+        """The phase an event with these fields moves to: checked before it is triggered."""
+        return cls.PHASE
+
+    def mutate(self, aggregate):
+        aggregate = super().mutate(aggregate)
+        aggregate.account(self)  # retention marks: replay from snapshot + tail rebuilds them
+        return aggregate
 
 
 class Created(CanInitAggregate[str], SessionEvent):
@@ -75,17 +88,34 @@ class Created(CanInitAggregate[str], SessionEvent):
         s.expired = False
         s.earliest_seq = 1
         s.retained_bytes = 0
+        s.journal_bytes = 0
         s.retention_marks = []
+
+    def mutate(self, aggregate):
+        session = super().mutate(aggregate)  # CanInitAggregate's: SessionEvent.mutate is not reached
+        session.account(self)
+        return session
 
 
 class Updated(SessionEvent):
     TOPIC = "supervisor.Session.Updated"
+    class_version = 2
     spec: dict
+    phase: str  # v2: "stopped" when a PUT with desired state stopped finds nothing running
+
+    @staticmethod
+    def upcast_v1_v2(state: dict) -> None:
+        state["phase"] = ""
+
+    @classmethod
+    def target_phase(cls, fields: dict) -> str:
+        return fields.get("phase", "")
 
     def apply(self, s) -> None:
         s.spec = self.spec
         s.spec_version += 1
         s.updated_ns = ns_of(self.timestamp)
+        enter(s, self.phase)  # EXITED|FAILED|BACKOFF|PENDING -> STOPPED
 
 
 class DesiredStateChanged(SessionEvent):
@@ -93,16 +123,20 @@ class DesiredStateChanged(SessionEvent):
     state: str
     phase: str  # "" keeps the phase
 
+    @classmethod
+    def target_phase(cls, fields: dict) -> str:
+        return fields.get("phase", "")
+
     def apply(self, s) -> None:
         s.spec = dict(s.spec, lifecycle=dict(s.spec["lifecycle"], desired_state=self.state))
         s.spec_version += 1
         s.updated_ns = ns_of(self.timestamp)
-        if self.phase:
-            s.phase = self.phase
+        enter(s, self.phase)  # EXITED|FAILED|BACKOFF|PENDING -> STOPPED
 
 
 class AttemptStarting(SessionEvent):
     TOPIC = "supervisor.Session.AttemptStarting"
+    PHASE = "starting"
     number: int
     reason: str
     requested: bool  # POST attempts: desired state -> running and spec_version + 1
@@ -111,12 +145,14 @@ class AttemptStarting(SessionEvent):
         s.attempts.append({"id": self.attempt_id, "number": self.number,
                            "runtime_generation": self.generation, "start_reason": self.reason})
         s.generation = self.generation
-        s.phase = "starting"
+        enter(s, "starting")  # PENDING|STOPPED|EXITED|BACKOFF|FAILED|SUSPENDED -> STARTING
         s.stopping_reason = ""
         s.updated_ns = ns_of(self.timestamp)
         if self.requested:
             s.spec = dict(s.spec, lifecycle=dict(s.spec["lifecycle"], desired_state="running"))
             s.spec_version += 1
+        if self.reason == "runtime_recovered":  # restart times count within one runtime (§6.2)
+            s.restart_window_ns = []
 
 
 class AttemptStarted(SessionEvent):
@@ -132,11 +168,12 @@ class AttemptStarted(SessionEvent):
 
 class Ready(SessionEvent):
     TOPIC = "supervisor.Session.Ready"
+    PHASE = "running"
 
     def apply(self, s) -> None:
         at_ns = ns_of(self.timestamp)
         s.attempts[-1]["ready_ns"] = at_ns
-        s.phase = "running"
+        enter(s, "running")  # STARTING -> RUNNING
         s.updated_ns = at_ns
 
 
@@ -184,11 +221,12 @@ class TerminalResized(SessionEvent):
 
 class AttemptStopping(SessionEvent):
     TOPIC = "supervisor.Session.AttemptStopping"
+    PHASE = "stopping"
     reason: str
 
     def apply(self, s) -> None:
         s.stopping_reason = self.reason
-        s.phase = "stopping"
+        enter(s, "stopping")  # STARTING|RUNNING|PAUSED -> STOPPING
         s.updated_ns = ns_of(self.timestamp)
 
 
@@ -200,16 +238,20 @@ class AttemptExited(SessionEvent):
     phase: str  # the phase the session rests in after this exit
     new_generation: int  # differs from ``generation`` only for runtime_replaced
 
+    @classmethod
+    def target_phase(cls, fields: dict) -> str:
+        return fields.get("phase", "")
+
     def apply(self, s) -> None:
         at_ns = ns_of(self.timestamp)
         attempt = s.attempts[-1]
-        attempt.pop("pid", None)
+        # pid stays in the history for auditors; the Session resource omits it once finished.
         attempt.update(finished_ns=at_ns, reason=self.reason)
         if self.exit_code is not None:
             attempt["exit_code"] = self.exit_code
         if self.signal is not None:
             attempt["signal"] = self.signal
-        s.phase = self.phase
+        enter(s, self.phase)  # STARTING|RUNNING|PAUSED|STOPPING -> EXITED|BACKOFF|FAILED|STOPPED|SUSPENDED
         s.generation = self.new_generation
         s.stopping_reason = ""
         s.last_activity_ns = s.updated_ns = at_ns
@@ -217,47 +259,52 @@ class AttemptExited(SessionEvent):
 
 class BackoffScheduled(SessionEvent):
     TOPIC = "supervisor.Session.BackoffScheduled"
+    PHASE = "backoff"
     delay_ms: int
     window_ns: list
 
     def apply(self, s) -> None:
         s.restart_window_ns = list(self.window_ns)
         s.restart_count += 1
-        s.phase = "backoff"
+        enter(s, "backoff")  # already BACKOFF: the exit before it rested there
         s.updated_ns = ns_of(self.timestamp)
 
 
 class Failed(SessionEvent):
     TOPIC = "supervisor.Session.Failed"
+    PHASE = "failed"
     reason: str
 
     def apply(self, s) -> None:
-        s.phase = "failed"
+        enter(s, "failed")  # already FAILED: the exit before it rested there
         s.updated_ns = ns_of(self.timestamp)
 
 
 class Paused(SessionEvent):
     TOPIC = "supervisor.Session.Paused"
+    PHASE = "paused"
 
     def apply(self, s) -> None:
-        s.phase = "paused"
+        enter(s, "paused")  # STARTING|RUNNING -> PAUSED
         s.updated_ns = ns_of(self.timestamp)
 
 
 class Resumed(SessionEvent):
     TOPIC = "supervisor.Session.Resumed"
+    PHASE = "running"
 
     def apply(self, s) -> None:
-        s.phase = "running"
+        enter(s, "running")  # PAUSED -> RUNNING
         s.updated_ns = ns_of(self.timestamp)
 
 
 class RecoveryStopped(SessionEvent):
     TOPIC = "supervisor.Session.RecoveryStopped"
+    PHASE = "stopped"
 
     def apply(self, s) -> None:
         s.spec = dict(s.spec, lifecycle=dict(s.spec["lifecycle"], desired_state="stopped"))
-        s.phase = "stopped"
+        enter(s, "stopped")  # SUSPENDED|PENDING|BACKOFF -> STOPPED
         s.generation = self.generation
         s.restart_window_ns = []
         s.updated_ns = ns_of(self.timestamp)
@@ -265,11 +312,17 @@ class RecoveryStopped(SessionEvent):
 
 class Expired(SessionEvent):
     TOPIC = "supervisor.Session.Expired"
+    phase: str  # "stopped" when nothing is running; else the stop that follows rests it
+
+    @classmethod
+    def target_phase(cls, fields: dict) -> str:
+        return fields.get("phase", "")
 
     def apply(self, s) -> None:
         s.spec = dict(s.spec, lifecycle=dict(s.spec["lifecycle"], desired_state="stopped"))
         s.expired = True
         s.updated_ns = ns_of(self.timestamp)
+        enter(s, self.phase)  # EXITED|FAILED|BACKOFF|PENDING -> STOPPED
 
 
 def register_topics(*classes: type) -> None:

@@ -34,11 +34,20 @@ def decide_restart(restart: dict, exit_code: int, recent_ns: list[int], now_ns: 
     if not wants_restart(restart["policy"], exit_code):
         return RestartDecision(restart=False)
     horizon = now_ns - restart["window_seconds"] * 1_000_000_000
-    kept = [t for t in recent_ns if t > horizon]
+    kept = [t for t in recent_ns if t >= horizon]  # only restarts *older* than the window go
     if len(kept) >= restart["max_restarts"]:
         return RestartDecision(restart=False, reason=RESTART_LIMIT_EXCEEDED, window_ns=tuple(kept))
     kept.append(now_ns)
     return RestartDecision(restart=True, delay_ms=backoff_ms(restart, len(kept)), window_ns=tuple(kept))
+
+
+def expiry_due(lifecycle: dict, created_ns: int, last_activity_ns: int, now_ns: int) -> bool:
+    """Contract §6.14: max lifetime from creation, idle timeout from the last activity (0 = off)."""
+    lifetime_s = lifecycle.get("max_lifetime_seconds", 0)
+    idle_s = lifecycle.get("idle_timeout_seconds", 0)
+    if lifetime_s > 0 and now_ns - created_ns >= lifetime_s * 1_000_000_000:
+        return True
+    return idle_s > 0 and now_ns - last_activity_ns >= idle_s * 1_000_000_000
 
 
 def go_duration(ms: int) -> str:

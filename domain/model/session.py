@@ -12,12 +12,15 @@ from eventsourcing.domain import BaseAggregate
 from . import events as ev
 from .errors import (
     AttemptMismatchError,
+    AttemptRunningError,
     InputIdReusedError,
+    PhaseTransitionError,
     PtyUnavailableError,
     SessionNotRunningError,
 )
-from .phases import ACTIVE_PHASES, LIVE_PHASES, DesiredState, Phase
+from .phases import ACTIVE_PHASES, LIVE_PHASES, DesiredState, Phase, can_move
 from .policies import RESTART_LIMIT_EXCEEDED, RestartDecision, decide_restart, go_duration
+from .retention import account as account_retention
 
 START_FAILED = "start_failed"
 RUNTIME_REPLACED = "runtime_replaced"
@@ -78,23 +81,36 @@ class Session(BaseAggregate[str]):
     def is_pty(self) -> bool:
         return self.spec["io"]["mode"] == "pty"
 
+    def account(self, event) -> None:
+        """Called by every applied event (also on replay): the journal window's marks."""
+        account_retention(self, event)
+
     # ---- commands ------------------------------------------------------------------------
     def _emit(self, cls: type, at_ns: int, **fields) -> None:
+        target = cls.target_phase(fields)
+        if target and not can_move(self.phase, target):  # refused before the event exists
+            raise PhaseTransitionError(self.phase, target, cls.__name__)
         fields.setdefault("attempt_id", self.attempt_id)
         fields.setdefault("generation", self.generation)
         self.trigger_event(cls, timestamp=ev.timestamp_of(at_ns), **fields)
 
     def update_spec(self, spec: dict, at_ns: int) -> None:
-        self._emit(ev.Updated, at_ns, spec=spec)
+        self._emit(ev.Updated, at_ns, spec=spec, phase=self._rest_phase(spec["lifecycle"]["desired_state"]))
+
+    def _rest_phase(self, desired_state: str) -> str:
+        """A stop with nothing running rests the session right away (contract §1.4/§1.6/§6.14)."""
+        if desired_state == DesiredState.STOPPED and not self.has_live_attempt \
+                and self.phase != Phase.STOPPED:
+            return Phase.STOPPED
+        return ""
 
     def set_desired_state(self, state: str, at_ns: int) -> None:
-        # A stop with nothing running rests the session right away (contract §1.6).
-        phase = Phase.STOPPED if state == DesiredState.STOPPED and not self.has_live_attempt \
-            and self.phase != Phase.STOPPED else ""
-        self._emit(ev.DesiredStateChanged, at_ns, state=state, phase=phase)
+        self._emit(ev.DesiredStateChanged, at_ns, state=state, phase=self._rest_phase(state))
 
     def begin_attempt(self, attempt_id: str, reason: str, generation: int, at_ns: int,
                       requested: bool = False) -> None:
+        if self.has_live_attempt:  # one OS process per session: the old attempt must end first
+            raise AttemptRunningError()
         number = len(self.attempts) + 1
         # PENDING|EXITED|STOPPED|BACKOFF|FAILED|SUSPENDED -> STARTING
         self._emit(ev.AttemptStarting, at_ns, attempt_id=attempt_id, generation=generation,
@@ -184,9 +200,16 @@ class Session(BaseAggregate[str]):
         if self.phase == Phase.PAUSED:
             self._emit(ev.Resumed, at_ns)  # PAUSED -> RUNNING
 
-    def expire(self, at_ns: int) -> None:
-        if not self.expired:
-            self._emit(ev.Expired, at_ns)
+    def expire(self, at_ns: int) -> bool:
+        """Contract §6.14: desired state -> stopped, one session.expired. False if not running.
+
+        Desired state ``stopped`` is what makes the event happen once: a session set back to
+        ``running`` may expire again, as the reference does.
+        """
+        if self.desired_state != DesiredState.RUNNING:
+            return False
+        self._emit(ev.Expired, at_ns, phase=self._rest_phase(DesiredState.STOPPED))
+        return True
 
     def recover(self, new_generation: int, at_ns: int) -> str:
         """Contract §6.6 on a new runtime. Returns "restart", "stop" or "none"."""

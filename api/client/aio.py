@@ -1,0 +1,162 @@
+"""``AsyncClient``: the same routes as ``Client`` over ``httpx.AsyncClient``.
+
+Route methods come from the shared ``SandboxOps``/``SessionOps`` and return
+awaitables here; the streaming helpers are the async twins of ``sync.py``.
+"""
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import InvalidStatus
+
+from . import inputs
+from .aerolvm import AeroOps
+from .errors import CursorExpired, ServerError, TransportError, Unavailable
+from .events import (DEFAULT_RECONNECT_TIMEOUT_S, SSE_READ_TIMEOUT_S, STREAM_HEADERS, Backoff,
+                     Resume, SSEParser, stream_params)
+from .models import Event, InputResult
+from .operations import Call, SandboxOps, SessionOps, finish, session_path
+from .sync import auth_headers, base_url, wrap_transport
+from .ws import AsyncSessionSocket, refused, ws_url
+
+
+class AsyncClient(SandboxOps, SessionOps):
+    """``await client.get_session(sb, sid)``; ``async for event in client.iter_events(...)``."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.url = base_url(url)
+        self.headers = auth_headers(token)
+        self._http = httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=timeout,
+                                       transport=transport)
+        self.aero = AeroOps(self._run)
+
+    async def _run(self, call: Call):
+        try:
+            response = await self._http.request(call.method, call.path, **call.request_kwargs())
+        except httpx.TransportError as exc:
+            raise wrap_transport(exc) from exc
+        return finish(call, response.status_code, response.content)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    async def send_input(self, sandbox_id: str, session_id: str, data: bytes | str = b"", *,
+                         eof: bool = False, attempt_id: str | None = None, input_id: str | None = None,
+                         retries: int = inputs.RETRIES) -> InputResult:
+        """As ``Client.send_input``: generated id, ambiguous failures retried with the same id and bytes."""
+        input_id = input_id or inputs.new_input_id()
+        payload = inputs.as_bytes(data)
+        pauses = inputs.delays(retries)
+        while True:
+            try:
+                return await self.write_input(sandbox_id, session_id, input_id=input_id, data=payload,
+                                              eof=eof, expected_attempt_id=attempt_id)
+            except Exception as error:
+                delay = next(pauses, None) if inputs.should_retry(error) else None
+                if delay is None:
+                    raise
+                await asyncio.sleep(delay)
+
+    def iter_events(self, sandbox_id: str, session_id: str, *, after: int = 0, follow: bool = True,
+                    skip_gap: bool = False, reconnect_timeout: float | None = DEFAULT_RECONNECT_TIMEOUT_S,
+                    read_timeout: float = SSE_READ_TIMEOUT_S) -> "AsyncEventStream":
+        return AsyncEventStream(self, sandbox_id, session_id, after=after, follow=follow,
+                                skip_gap=skip_gap, reconnect_timeout=reconnect_timeout,
+                                read_timeout=read_timeout)
+
+    async def connect(self, sandbox_id: str, session_id: str, *, after: int | None = None,
+                      open_timeout: float = 10.0) -> AsyncSessionSocket:
+        params = {"after": after} if after is not None else None
+        url = ws_url(self.url, session_path(sandbox_id, session_id, "/ws"), params)
+        try:
+            connection = await ws_connect(url, additional_headers=self.headers, open_timeout=open_timeout,
+                                          max_size=None, proxy=None)
+        except InvalidStatus as exc:
+            raise refused(exc, "sandbox0") from None
+        except OSError as exc:
+            raise TransportError(f"websocket connect failed: {exc}", ambiguous=False) from exc
+        return AsyncSessionSocket(connection)
+
+
+class AsyncEventStream:
+    """``async for event in stream``; same cursor, dedupe and 410 rules as ``EventStream``."""
+
+    def __init__(self, client: AsyncClient, sandbox_id: str, session_id: str, *, after: int,
+                 follow: bool, skip_gap: bool, reconnect_timeout: float | None, read_timeout: float) -> None:
+        self.client = client
+        self.sandbox_id = sandbox_id
+        self.session_id = session_id
+        self.resume = Resume(after, skip_gap)
+        self.backoff = Backoff(reconnect_timeout)
+        self.read_timeout = read_timeout
+        self._events = self._follow() if follow else self._pages()
+
+    @property
+    def last_seq(self) -> int:
+        return self.resume.last_seq
+
+    @property
+    def gaps(self) -> list[tuple[int, int]]:
+        return self.resume.gaps
+
+    def __aiter__(self) -> "AsyncEventStream":
+        return self
+
+    async def __anext__(self) -> Event:
+        return await self._events.__anext__()
+
+    async def aclose(self) -> None:
+        await self._events.aclose()
+
+    async def _pages(self):
+        while True:
+            try:
+                page = await self.client.list_events(self.sandbox_id, self.session_id,
+                                                     after=self.resume.last_seq, limit=1000)
+            except CursorExpired as error:
+                self.resume.expired(error)
+                continue
+            for event in page.events:
+                if (fresh := self.resume.accept(event.raw)) is not None:
+                    yield fresh
+            if not page.events or self.resume.last_seq >= page.cursor.latest:
+                return
+
+    async def _follow(self):
+        while True:
+            try:
+                async for event in self._connection():
+                    yield event
+                why = "the server ended the stream"
+            except CursorExpired as error:
+                self.resume.expired(error)
+                continue
+            except (TransportError, Unavailable, ServerError) as error:
+                why = str(error)
+            await asyncio.sleep(self.backoff.next_delay(why))
+
+    async def _connection(self):
+        path = session_path(self.sandbox_id, self.session_id, "/events/stream")
+        timeout = httpx.Timeout(10.0, read=self.read_timeout)
+        try:
+            async with self.client._http.stream("GET", path, params=stream_params(self.resume.last_seq),
+                                                headers=STREAM_HEADERS, timeout=timeout) as response:
+                if response.status_code != 200:
+                    finish(Call("GET", path, (200,)), response.status_code, await response.aread())
+                self.backoff.succeeded()
+                parser = SSEParser()
+                async for line in response.aiter_lines():
+                    event = self.resume.accept(parser.feed(line))
+                    if event is not None:
+                        yield event
+        except httpx.TransportError as exc:
+            raise wrap_transport(exc) from exc

@@ -1,0 +1,161 @@
+"""``sessionctl session attach``: an interactive terminal on a PTY session over ``…/ws``.
+
+The local terminal goes raw (so Ctrl-C and friends reach the remote PTY), the
+retained output is replayed first, the remote size follows SIGWINCH, and
+Ctrl-] detaches. Detaching only closes the WebSocket: it never sends EOF and
+never stops the session. The terminal is restored on every way out (detach,
+the session deleted, an error, SIGTERM/SIGHUP). A dropped connection (server
+restart, slow-subscriber detach) is re-opened from the last seq shown.
+"""
+from __future__ import annotations
+
+import base64
+import os
+import select
+import shutil
+import signal
+import sys
+import termios
+import threading
+import time
+import tty
+from contextlib import contextmanager
+
+from .errors import ClientError
+from .events import Backoff
+
+DETACH_KEY = b"\x1d"  # Ctrl-]
+RECONNECT_BUDGET_S = 30.0
+DELETED = 1000
+
+
+@contextmanager
+def raw_terminal(fd: int):
+    saved = termios.tcgetattr(fd)
+
+    def leave(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    previous = {s: signal.signal(s, leave) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        tty.setraw(fd)
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSAFLUSH, saved)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def note(text: str) -> None:
+    """A status line that reads well in raw mode (CR LF) and never mixes into stdout's bytes."""
+    os.write(sys.stderr.fileno(), f"\r\n[sessionctl: {text}]\r\n".encode())
+
+
+class Attachment:
+    def __init__(self, client, sandbox_id: str, session_id: str, after: int) -> None:
+        self.client = client
+        self.sandbox_id = sandbox_id
+        self.session_id = session_id
+        self.last_seq = after
+        self.socket = None
+        self.detached = False
+        self.wake_r, self.wake_w = os.pipe()
+
+    # ---- the reader thread: events out to the terminal ---------------------------------------
+    def _read(self, socket) -> None:
+        out = sys.stdout.fileno()
+        for message in socket:
+            kind = message.get("type")
+            event = message.get("event") if isinstance(message.get("event"), dict) else {}
+            if kind == "event" and event.get("seq", 0) > self.last_seq:
+                self.last_seq = event["seq"]
+                self._show(out, event)
+            elif kind == "error":
+                note(f"error: {message.get('error')}")
+        os.write(self.wake_w, b"c")  # the connection ended: tell the main loop
+
+    @staticmethod
+    def _show(out: int, event: dict) -> None:
+        if event.get("type") == "output" and event.get("data_base64"):
+            os.write(out, base64.b64decode(event["data_base64"]))
+        elif event.get("type") == "attempt.exited":
+            note(f"attempt {event.get('attempt_id')} exited ({event.get('reason', '')})")
+        elif event.get("type") == "attempt.started":
+            note(f"attempt {event.get('attempt_id')} started")
+
+    def _connect(self) -> None:
+        self.socket = self.client.connect(self.sandbox_id, self.session_id, after=self.last_seq)
+        threading.Thread(target=self._read, args=(self.socket,), daemon=True).start()
+        self._resize()
+
+    def _resize(self) -> None:
+        size = shutil.get_terminal_size(fallback=(80, 24))
+        try:
+            self.socket.resize(size.lines, size.columns)
+        except Exception:
+            pass  # the reader notices a dead connection
+
+    # ---- the main loop: keys in, resizes, reconnects -------------------------------------------
+    def run(self) -> int:
+        winch_r, winch_w = os.pipe()
+        previous = signal.signal(signal.SIGWINCH, lambda *_: os.write(winch_w, b"w"))
+        try:
+            self._connect()
+            return self._loop(sys.stdin.fileno(), winch_r)
+        finally:
+            signal.signal(signal.SIGWINCH, previous)
+            if self.socket is not None:
+                self.socket.close()
+            for fd in (winch_r, winch_w, self.wake_r, self.wake_w):
+                os.close(fd)
+
+    def _loop(self, stdin: int, winch: int) -> int:
+        while True:
+            ready, _, _ = select.select([stdin, winch, self.wake_r], [], [])
+            if winch in ready:
+                os.read(winch, 64)
+                self._resize()
+            if self.wake_r in ready:
+                os.read(self.wake_r, 64)
+                code = self.socket.close_code
+                if code == DELETED:
+                    note("the session was deleted")
+                    return 0
+                self._reconnect(code)
+            if stdin in ready:
+                data = os.read(stdin, 4096)
+                if not data:
+                    return 0  # our own stdin ended: detach, the session keeps its stdin open
+                head, key, _ = data.partition(DETACH_KEY)
+                if head:
+                    self._send(head)
+                if key:
+                    note("detached")
+                    return 0
+
+    def _send(self, data: bytes) -> None:
+        try:
+            self.socket.send_input(data)
+        except Exception:
+            note("not sent: the connection is down")  # the reader wakes the loop to reconnect
+
+    def _reconnect(self, code) -> None:
+        backoff = Backoff(RECONNECT_BUDGET_S)
+        note(f"connection closed ({code}); reconnecting after seq {self.last_seq}")
+        while True:
+            try:
+                self._connect()
+                return
+            except ClientError as error:
+                time.sleep(backoff.next_delay(str(error)))
+
+
+def attach(client, sandbox_id: str, session_id: str) -> int:
+    if not os.isatty(sys.stdin.fileno()):
+        raise ClientError("attach needs a terminal on stdin")
+    session = client.get_session(sandbox_id, session_id)
+    if session.spec.get("io", {}).get("mode") != "pty":
+        sys.stderr.write("sessionctl: note: a pipes session has no terminal; keys go to its stdin\n")
+    after = max(0, session.cursor.earliest - 1)  # replay everything still retained
+    with raw_terminal(sys.stdin.fileno()):
+        return Attachment(client, sandbox_id, session_id, after).run()

@@ -1,0 +1,46 @@
+"""The runtime gate in front of every session route (sandboxes contract §4.2, sessions §6.15).
+
+Before a session call runs, the sandbox must have a runtime: a paused one is resumed when
+it has ``auto_resume`` (else 503 ``unavailable``), and while a pause hook runs, new mutating
+calls and WebSocket upgrades get 503 while reads and SSE keep working. Admitted calls are
+counted until their response, so the pause barrier can wait for those in flight.
+It is one app-wide middleware, so every session route (HTTP, SSE, WebSocket, AeroLVM)
+passes it without each handler having to remember.
+"""
+from __future__ import annotations
+
+from sanic import Request
+
+READ_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
+
+
+def runtime_call(request: Request) -> str | None:
+    """The sandbox id when this request is a session call, else None."""
+    if request.route is None or "/sessions" not in request.path:
+        return None
+    return request.match_info.get("sandbox_id")
+
+
+def install_runtime_gate(app) -> None:
+    """Install after auth: an unauthenticated request must never wake a sandbox."""
+
+    @app.on_request
+    async def admit_session_call(request: Request):
+        sandbox_id = runtime_call(request)
+        if sandbox_id is None:
+            return None
+        upgrade = request.headers.get("upgrade", "").lower() == "websocket"
+        streaming = upgrade or request.path.endswith("/events/stream")
+        mutating = upgrade or request.method not in READ_METHODS
+        manager = request.app.ctx.container.manager
+        ticket = await manager.admit(sandbox_id, mutating=mutating, streaming=streaming)
+        if ticket is not None:
+            ticket.bind(request)
+            request.ctx.runtime_ticket = ticket
+        return None
+
+    @app.on_response
+    async def release_session_call(request: Request, response):
+        ticket = getattr(request.ctx, "runtime_ticket", None)
+        if ticket is not None:
+            ticket.release()

@@ -1,0 +1,182 @@
+"""JSON Schemas (OpenAPI 3.1 / JSON Schema 2020-12) of both APIs, from the contracts.
+
+Sessions contract §2 (spec), §3 (resources), §1.8-§1.10 (small bodies), §5
+(WebSocket frames); sandboxes contract §1-§2; aerolvm-sessions contract §2-§3.
+Response schemas say what the server sends (optional fields omitted, never
+null); request schemas say what a valid request is.
+"""
+from __future__ import annotations
+
+INT32 = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
+INT64 = {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}
+SIGNED32 = {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1}
+UINT16 = {"type": "integer", "minimum": 0, "maximum": 65535}
+STR = {"type": "string"}
+BOOL = {"type": "boolean"}
+TIME = {"type": "string", "format": "date-time"}
+STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+BASE64 = {"type": "string", "contentEncoding": "base64"}
+
+
+def ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def obj(properties: dict, required: tuple = (), **extra) -> dict:
+    schema = {"type": "object", "properties": properties, **extra}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+def enum(*values: str) -> dict:
+    return {"type": "string", "enum": list(values)}
+
+
+def array(items: dict, **extra) -> dict:
+    return {"type": "array", "items": items, **extra}
+
+
+def nullable(schema: dict) -> dict:
+    return {"oneOf": [schema, {"type": "null"}]}
+
+
+PHASES = enum("pending", "starting", "running", "paused", "stopping", "stopped", "exited", "backoff",
+              "failed", "suspended")
+SANDBOX_STATUS = enum("starting", "running", "paused", "terminating", "failed")
+
+_TERMINAL = obj({"rows": UINT16, "cols": UINT16, "term": STR})
+_RESTART = obj({"policy": enum("never", "on_failure", "always"), "max_restarts": INT32,
+                "window_seconds": INT32, "initial_backoff_ms": INT32, "max_backoff_ms": INT32})
+_LIFECYCLE = obj({"desired_state": enum("running", "stopped"), "restart": _RESTART,
+                  "runtime_recovery": enum("restart", "stop"), "idle_timeout_seconds": INT64,
+                  "max_lifetime_seconds": INT64, "stop_grace_period_seconds": INT32})
+_READINESS = obj({"type": enum("process", "delay", "output"), "delay_ms": INT32, "output": STR,
+                  "timeout_ms": INT32})
+_RETENTION = obj({"max_bytes": INT64, "max_age_seconds": INT64})
+_SPEC_FIELDS = {
+    "name": STR,
+    "command": array(STR, minItems=1, prefixItems=[{"type": "string", "pattern": r"\S"}]),
+    "cwd": STR, "env": STR_MAP,
+    "io": obj({"mode": enum("pipes", "pty"), "terminal": _TERMINAL}),
+    "lifecycle": _LIFECYCLE, "readiness": _READINESS, "event_retention": _RETENTION,
+}
+
+SESSIONS = {
+    "ErrorEnvelope": obj({"success": {"const": False}, "error": obj(
+        {"code": STR, "message": STR, "details": {"description": "e.g. {earliest, latest} on a 410"}},
+        ("code", "message"))}, ("success", "error")),
+    "SessionSpec": obj(_SPEC_FIELDS, ("command",),
+                       description="ExecutionSessionSpec (§2); the server applies every default."),
+    "NormalizedSessionSpec": obj(_SPEC_FIELDS, ("command", "io", "lifecycle", "readiness", "event_retention")),
+    "Cursor": obj({"earliest": INT64, "latest": INT64}, ("earliest", "latest")),
+    "Attempt": obj({"id": STR, "number": INT64, "runtime_generation": INT64, "pid": INT32,
+                    "started_at": TIME, "finished_at": TIME, "exit_code": SIGNED32, "signal": STR,
+                    "reason": STR}, ("id", "number", "runtime_generation")),
+    "AttemptRecord": obj({"id": STR, "number": INT64, "runtime_generation": INT64, "start_reason": STR,
+                          "pid": INT32, "started_at": TIME, "ready_at": TIME, "finished_at": TIME,
+                          "exit_code": SIGNED32, "signal": STR, "reason": STR},
+                         ("id", "number", "runtime_generation")),
+    "Session": obj({"id": STR, "spec": ref("NormalizedSessionSpec"), "spec_version": INT64, "phase": PHASES,
+                    "runtime_generation": INT64, "attempt": ref("Attempt"), "restart_count": INT32,
+                    "cursor": ref("Cursor"), "created_at": TIME, "updated_at": TIME, "last_activity_at": TIME},
+                   ("id", "spec", "spec_version", "phase", "runtime_generation", "restart_count", "cursor",
+                    "created_at", "updated_at", "last_activity_at")),
+    "Event": obj({"seq": INT64, "session_id": STR, "runtime_generation": INT64, "attempt_id": STR,
+                  "type": STR, "stream": enum("stdout", "stderr", "pty"), "data_base64": BASE64,
+                  "exit_code": SIGNED32, "signal": STR, "reason": STR, "occurred_at": TIME},
+                 ("seq", "session_id", "runtime_generation", "type", "occurred_at")),
+    "EventPage": obj({"events": array(ref("Event")), "cursor": ref("Cursor")}, ("events", "cursor")),
+    "SessionList": obj({"sessions": array(ref("Session"))}, ("sessions",)),
+    "AttemptList": obj({"attempts": array(ref("AttemptRecord"))}, ("attempts",)),
+    "DesiredStateRequest": obj({"state": enum("running", "stopped")}, ("state",)),
+    "AttemptRequest": obj({"replace_current": BOOL}),
+    "InputRequest": obj({"input_id": {"type": "string", "pattern": r"\S"}, "expected_attempt_id": STR,
+                         "data_base64": BASE64, "eof": BOOL}, ("input_id",)),
+    "InputResponse": obj({"input_id": STR, "attempt_id": STR, "accepted": BOOL, "duplicate": BOOL},
+                         ("input_id", "attempt_id", "accepted", "duplicate")),
+    "SignalRequest": obj({"signal": {"type": "string", "description": "HUP INT QUIT KILL TERM USR1 USR2 "
+                                     "STOP CONT WINCH (any case, optional SIG) or 1-64"},
+                          "expected_attempt_id": STR}, ("signal",)),
+    "SignalResponse": obj({"accepted": BOOL}, ("accepted",)),
+    "ResizeRequest": obj({"rows": {**UINT16, "minimum": 1}, "cols": {**UINT16, "minimum": 1},
+                          "expected_attempt_id": STR}, ("rows", "cols")),
+    "ResizeResponse": obj({"resized": BOOL}),
+    "DeleteSessionResponse": obj({"deleted": BOOL}),
+    "WsClientMessage": {"oneOf": [
+        obj({"type": {"const": "input"}, "input_id": STR, "expected_attempt_id": STR, "data_base64": BASE64,
+             "eof": BOOL, "request_id": STR}, ("type", "input_id")),
+        obj({"type": {"const": "signal"}, "signal": STR, "expected_attempt_id": STR, "request_id": STR},
+            ("type", "signal")),
+        obj({"type": {"const": "resize"}, "rows": UINT16, "cols": UINT16, "expected_attempt_id": STR,
+             "request_id": STR}, ("type", "rows", "cols"))]},
+    "WsServerMessage": {"oneOf": [
+        obj({"type": {"const": "event"}, "event": ref("Event")}, ("type", "event")),
+        obj({"type": {"const": "ack"}, "request_id": STR}, ("type",)),
+        obj({"type": {"const": "error"}, "request_id": STR, "error": STR}, ("type", "error"))]},
+}
+
+SANDBOXES = {
+    "SandboxConfig": obj({"env_vars": STR_MAP, "resources": obj({"memory": STR}), "ttl": INT32,
+                          "hard_ttl": INT32, "network": {"type": "object"}, "webhook": {"type": "object"},
+                          "auto_resume": BOOL, "services": array({"type": "object"})}),
+    "ClaimRequest": obj({"template": {"type": "string", "enum": ["default", "coding-agent"],
+                                      "description": "case-insensitive; unknown templates get 404"},
+                         "snapshot_id": STR, "config": ref("SandboxConfig")}, ("template",)),
+    "ClaimResponse": obj({"sandbox_id": STR, "status": SANDBOX_STATUS, "runtime_id": STR, "template": STR,
+                          "cluster_id": nullable(STR)}, ("sandbox_id", "status", "runtime_id", "template")),
+    "Sandbox": obj({"id": STR, "template_id": STR, "team_id": STR, "status": SANDBOX_STATUS, "paused": BOOL,
+                    "auto_resume": BOOL, "runtime_id": STR, "runtime_generation": INT64, "claimed_at": TIME,
+                    "created_at": TIME, "updated_at": TIME, "user_id": STR, "expires_at": nullable(TIME),
+                    "hard_expires_at": nullable(TIME)},
+                   ("id", "template_id", "team_id", "status", "paused", "auto_resume", "runtime_id",
+                    "runtime_generation", "claimed_at", "created_at", "updated_at")),
+    "SandboxSummary": obj({"id": STR, "template_id": STR, "status": SANDBOX_STATUS, "paused": BOOL,
+                           "runtime_generation": INT64, "created_at": TIME, "updated_at": TIME,
+                           "cluster_id": nullable(STR), "expires_at": nullable(TIME),
+                           "hard_expires_at": nullable(TIME)},
+                          ("id", "template_id", "status", "paused", "runtime_generation", "created_at",
+                           "updated_at")),
+    "SandboxList": obj({"sandboxes": array(ref("SandboxSummary")), "count": INT64, "has_more": BOOL},
+                       ("sandboxes", "count", "has_more")),
+    "SandboxStatus": obj({"sandbox_id": STR, "template_id": STR, "team_id": STR, "user_id": STR,
+                          "runtime_id": STR, "status": SANDBOX_STATUS, "claimed_at": STR, "created_at": STR,
+                          "expires_at": nullable(STR), "hard_expires_at": nullable(STR)}),
+    "UpdateSandboxRequest": obj({"config": ref("SandboxConfig")}, ("config",)),
+    "MemoryRequest": obj({"memory": BOOL}),
+    "PauseResponse": obj({"sandbox_id": STR, "paused": BOOL, "status": SANDBOX_STATUS},
+                         ("sandbox_id", "paused")),
+    "ResumeResponse": obj({"sandbox_id": STR, "resumed": BOOL, "restored_memory": STR},
+                          ("sandbox_id", "resumed")),
+    "RefreshRequest": obj({"duration": INT32}),
+    "RefreshResponse": obj({"sandbox_id": STR, "expires_at": nullable(TIME), "hard_expires_at": nullable(TIME)},
+                           ("sandbox_id",)),
+    "DeleteSandboxResponse": obj({"message": STR}),
+    "Health": obj({"status": enum("ok", "starting")}, ("status",)),
+}
+
+AEROLVM = {
+    "AeroError": obj({"error": STR}, ("error",)),
+    "AeroSandboxCreate": obj({"image": {"type": "string", "pattern": r"\S"}, "name": STR, "tags": STR_MAP,
+                              "env": STR_MAP, "mounts": array({}), "platform_volumes": array({})}, ("image",)),
+    "AeroSandbox": obj({"id": STR, "name": STR, "tags": STR_MAP, "image": STR, "status": STR, "env": STR_MAP,
+                        "created_at": TIME, "updated_at": TIME}, ("id",)),
+    "AeroSandboxList": array(ref("AeroSandbox")),
+    "AeroSessionCreate": obj({"name": STR, "argv": array(STR), "command": STR, "workdir": STR, "workDir": STR,
+                              "env": STR_MAP, "pty": BOOL, "cols": UINT16, "rows": UINT16}),
+    "AeroSession": obj({"id": STR, "name": STR, "argv": array(STR), "workdir": STR, "pty": BOOL,
+                        "status": enum("pending", "running", "exited", "killed", "failed"),
+                        "exit_code": SIGNED32, "exit_signal": STR, "created_at": TIME, "started_at": TIME,
+                        "exited_at": TIME, "recording": BOOL, "bytes": INT64, "attached": INT32},
+                       ("id", "argv", "status")),
+    "AeroSessionList": obj({"sessions": array(ref("AeroSession"))}, ("sessions",)),
+    "AeroSignalRequest": obj({"signal": {"type": "string", "description": "INT TERM KILL HUP QUIT, …"}},
+                             ("signal",)),
+    "AeroResizeRequest": obj({"cols": UINT16, "rows": UINT16}, ("cols", "rows")),
+    "AeroStatus": obj({"status": {"const": "ok"}}, ("status",)),
+    "AeroAttachFrames": {"description": "Client: binary frames = stdin; text {type: resize|signal|close}. "
+                         "Server: binary 0x01+stdout / 0x02+stderr; text {type: exit, code, signal?} or "
+                         "{type: error, message}.", "type": "object"},
+}
+
+ALL = {**SESSIONS, **SANDBOXES, **AEROLVM}

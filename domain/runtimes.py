@@ -1,0 +1,241 @@
+"""Sandbox runtimes over time: pause, resume, auto-resume, ttl, and what a server start finds.
+
+A sandbox is either *running* (in ``services``: an open store, sessions in memory, processes)
+or *parked* (in ``parked``: only its Sandbox record; its rootfs holds the sealed store and the
+checkpoint manifest). Pause moves it from one to the other through the pause hook
+(``lifecycle.pause_runtime``). Resume verifies the manifest, reopens the store, rebuilds every
+aggregate from its snapshot plus tail, and replaces the runtime (generation + 1, §6.6 recovery).
+A server start treats a sandbox that was not cleanly paused as a crash: the same replacement.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from .lifecycle import BARRIER_DRAIN_S, PauseCancelled, RuntimeGate, Ticket, pause_runtime, verify_manifest
+from .model.errors import (
+    DomainError,
+    SandboxNotFoundError,
+    SandboxResumeFailedError,
+    UnavailableError,
+)
+
+log = logging.getLogger(__name__)
+
+SWEEP_S = 1.0          # ttl and hard_ttl deadlines are enforced within about a second
+SHUTDOWN_DRAIN_S = 1.0  # at shutdown the HTTP server has already finished its requests
+ADMIT_TRIES = 3
+
+
+class RuntimeLifecycle:
+    """Mixed into SandboxManager: uses its services, parked, gates, checkpoints, files,
+    pipeline, hub, clock, reap, ``_open``, ``_service`` and ``replace_runtime``."""
+
+    def gate(self, sandbox_id: str) -> RuntimeGate:
+        gate = self.gates.get(sandbox_id)
+        if gate is None:
+            gate = self.gates[sandbox_id] = RuntimeGate()
+        return gate
+
+    # ---- session calls ------------------------------------------------------------------------
+    async def admit(self, sandbox_id: str, *, mutating: bool, streaming: bool) -> Ticket | None:
+        """Let a session call in (contract §4.2): a paused sandbox is resumed when it has
+        ``auto_resume``, else 503; while a pause runs, mutating calls get 503."""
+        for _ in range(ADMIT_TRIES):
+            gate = self.gate(sandbox_id)
+            if sandbox_id in self.services:
+                if gate.barrier and (gate.sealing or gate.automatic):
+                    gate.cancel_requested = gate.automatic  # a ttl pause gives way to access
+                    async with gate.lock:  # a committed pause finishes; then we resume
+                        pass
+                    continue
+                if gate.barrier and mutating:
+                    raise UnavailableError("sandbox lifecycle barrier is active")
+                return None if streaming else gate.enter(mutating)
+            sandbox = self.parked.get(sandbox_id)
+            if sandbox is None:
+                raise SandboxNotFoundError()
+            if not sandbox.auto_resume:
+                raise UnavailableError("sandbox is not running and auto_resume is disabled")
+            await self.resume(sandbox_id)
+        raise UnavailableError("sandbox is waking up")
+
+    # ---- pause and resume ----------------------------------------------------------------------
+    async def pause(self, sandbox_id: str, *, by_user: bool = True, automatic: bool = False,
+                    drain_s: float = BARRIER_DRAIN_S):
+        """Checkpoint a running sandbox and release its runtime (idempotent when paused).
+        ``by_user`` pauses stay paused across a server restart; shutdown ones come back."""
+        gate = self.gate(sandbox_id)
+        async with gate.lock:
+            if sandbox_id in self.parked:
+                return self.parked[sandbox_id]
+            service = self.service_for(sandbox_id)
+            if self.checkpoints is None:
+                raise UnavailableError("sandbox checkpoint pause is not available")
+            gate.raise_barrier(automatic)
+            try:
+                paused = await pause_runtime(service, gate, self.checkpoints, self.hub, self.clock,
+                                             by_user=by_user, drain_s=drain_s)
+                del self.services[sandbox_id]
+                self.parked[sandbox_id] = paused
+                return paused
+            except PauseCancelled:
+                log.info("sandbox %s: ttl pause cancelled by a runtime call", sandbox_id)
+            except DomainError:
+                raise
+            except Exception as exc:
+                log.exception("sandbox %s: pause failed; the runtime keeps running", sandbox_id)
+                raise UnavailableError("sandbox pause failed") from exc
+            finally:
+                gate.lower_barrier()
+            return service.supervisor.sandbox
+
+    async def resume(self, sandbox_id: str):
+        """Bring a paused sandbox back as a new runtime generation (a no-op when running)."""
+        gate = self.gate(sandbox_id)
+        async with gate.lock:
+            service = self.services.get(sandbox_id)
+            if service is not None:
+                return service.supervisor.sandbox
+            sandbox = self.parked.get(sandbox_id)
+            if sandbox is None:
+                raise SandboxNotFoundError()
+            if sandbox.hard_expires_ns and self.clock.now_ns() >= sandbox.hard_expires_ns:
+                await self._remove(sandbox_id)
+                raise SandboxNotFoundError()
+            try:
+                supervisor = await asyncio.to_thread(self._reopen_checked, sandbox_id)
+                await self._new_runtime(sandbox_id, supervisor)
+            except DomainError:
+                raise
+            except Exception as exc:  # e.g. an unreadable store: the sandbox stays paused
+                log.exception("sandbox %s: resume failed", sandbox_id)
+                raise SandboxResumeFailedError("sandbox resume failed") from exc
+            del self.parked[sandbox_id]
+            return supervisor.sandbox
+
+    def _reopen_checked(self, sandbox_id: str):
+        """Read and verify the manifest against the reopened store (sync: run in a thread)."""
+        try:
+            manifest = self.checkpoints.read_manifest(sandbox_id)
+        except ValueError as exc:
+            raise SandboxResumeFailedError(f"sandbox resume failed: {exc}") from None
+        supervisor = self._open(sandbox_id)
+        if manifest is None:  # the pause committed but its manifest never reached the disk
+            log.warning("sandbox %s: no checkpoint manifest; resuming from the store alone", sandbox_id)
+            return supervisor
+        problems = verify_manifest(manifest, supervisor)
+        if problems:
+            supervisor.close()
+            raise SandboxResumeFailedError("sandbox resume failed: " + "; ".join(problems))
+        return supervisor
+
+    async def _new_runtime(self, sandbox_id: str, supervisor) -> None:
+        service = self._service(sandbox_id, supervisor)
+        await self.replace_runtime(service)
+        self.services[sandbox_id] = service
+        if self.checkpoints is not None:  # from now on a restart without a pause is a crash
+            await asyncio.to_thread(self.checkpoints.discard_manifest, sandbox_id)
+
+    # ---- server start ----------------------------------------------------------------------------
+    async def bring_up(self, sandbox_id: str) -> None:
+        """A sandbox found at server start: parked if a user paused it, else a new runtime."""
+        supervisor = await asyncio.to_thread(self._open, sandbox_id)
+        sandbox = supervisor.sandbox
+        if sandbox.status == "paused" and self.checkpoints is not None:
+            try:
+                manifest = await asyncio.to_thread(self.checkpoints.read_manifest, sandbox_id)
+            except ValueError:
+                manifest = {}  # unreadable: a resume will say so (sandbox_resume_failed)
+            if sandbox.paused_by_user and manifest is not None:
+                # A crash between the manifest and the release leaves frozen processes behind.
+                await asyncio.to_thread(self._reap_leftovers, supervisor)
+                await asyncio.to_thread(self.checkpoints.seal, sandbox_id, supervisor)
+                self.parked[sandbox_id] = sandbox
+                return
+            if manifest is None:
+                log.warning("sandbox %s: its pause never completed; replacing the runtime", sandbox_id)
+        await self._new_runtime(sandbox_id, supervisor)
+
+    def _reap_leftovers(self, supervisor) -> None:
+        for session in supervisor.sessions.values():
+            attempt = session.attempt
+            if attempt and "finished_ns" not in attempt and attempt.get("pid"):
+                self.reap(attempt["pid"], attempt.get("start_time", 0))
+
+    # ---- the sandbox record ----------------------------------------------------------------------
+    async def update(self, sandbox_id: str, changes: dict):
+        """Partial merge of the config (contract §1.4); a memory change replaces the runtime."""
+        async with self.gate(sandbox_id).lock:
+            before = self.sandbox(sandbox_id).config.get("resources")
+            sandbox = await self._record_sandbox(sandbox_id, lambda sb, now: sb.reconfigure(changes, now))
+        if sandbox_id in self.services and "resources" in changes and changes["resources"] != before:
+            await self.pause(sandbox_id, by_user=False)
+            await self.resume(sandbox_id)
+        return self.sandbox(sandbox_id)
+
+    async def refresh(self, sandbox_id: str, duration_s: int):
+        async with self.gate(sandbox_id).lock:
+            return await self._record_sandbox(sandbox_id, lambda sb, now: sb.refresh(duration_s, now))
+
+    async def _record_sandbox(self, sandbox_id: str, command):
+        now = self.clock.now_ns()
+        service = self.services.get(sandbox_id)
+        if service is not None:
+            command(service.supervisor.sandbox, now)
+            self.pipeline.stage(service.supervisor, service.supervisor.sandbox)
+            await self.pipeline.flush()
+            return service.supervisor.sandbox
+        sandbox = self.parked.get(sandbox_id)
+        if sandbox is None:
+            raise SandboxNotFoundError()
+        # Paused: only the stored record changes. Open the sealed store, commit, seal it again.
+        supervisor = await asyncio.to_thread(self.files.open_store, sandbox_id)
+        command(sandbox, now)
+        self.pipeline.stage(supervisor, sandbox)
+        try:
+            await self.pipeline.flush()
+        finally:
+            supervisor.released = True
+            await self.pipeline.run_in_writer(lambda: self.checkpoints.seal(sandbox_id, supervisor))
+        return sandbox
+
+    # ---- ttl and hard_ttl ----------------------------------------------------------------------
+    def start_sweeping(self) -> None:
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
+
+    async def stop_sweeping(self) -> None:
+        sweeper, self._sweeper = self._sweeper, None
+        if sweeper is not None:
+            sweeper.cancel()
+            await asyncio.gather(sweeper, return_exceptions=True)
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await self.clock.sleep(SWEEP_S)
+            await self.sweep()
+
+    async def sweep(self) -> None:
+        """Past ``hard_expires_at``: deleted, even when paused. Past ``expires_at``: paused."""
+        now = self.clock.now_ns()
+        due = []
+        for sandbox in self.list():
+            if sandbox.hard_expires_ns and now >= sandbox.hard_expires_ns:
+                due.append(self.delete(sandbox.id))
+            elif sandbox.id in self.services and sandbox.expires_ns and now >= sandbox.expires_ns:
+                due.append(self.pause(sandbox.id, automatic=True))
+        for outcome in await asyncio.gather(*due, return_exceptions=True):
+            if isinstance(outcome, BaseException) and not isinstance(outcome, SandboxNotFoundError):
+                log.error("sandbox deadline sweep failed", exc_info=outcome)
+
+    # ---- shutdown -------------------------------------------------------------------------------
+    async def checkpoint_all(self) -> None:
+        """A clean shutdown pauses every running sandbox through the same hook."""
+        await self.stop_sweeping()
+        await asyncio.gather(*(self._checkpoint_for_shutdown(sid) for sid in list(self.services)))
+
+    async def _checkpoint_for_shutdown(self, sandbox_id: str) -> None:
+        try:
+            await self.pause(sandbox_id, by_user=False, drain_s=SHUTDOWN_DRAIN_S)
+        except Exception:  # left running: shutdown() ends it, the next start replaces it
+            log.exception("sandbox %s could not be checkpointed at shutdown", sandbox_id)

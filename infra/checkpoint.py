@@ -1,0 +1,109 @@
+"""The file side of the pause hook: seal a sandbox's store and keep its checkpoint manifest.
+
+After ``seal`` the store on the sandbox's rootfs is one complete SQLite file: the library's
+connections are closed, the WAL is checkpointed into the main file and truncated, and only the
+latest snapshot of each aggregate is kept (D2). The manifest ``state/checkpoint.json.zst`` is
+zstd-compressed JSON written atomically (temp file, fsync, rename, fsync of the directory, as
+Go's ``writeFileAtomic``), so a reader sees either the previous manifest or the new one.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import orjson
+import zstandard
+
+from .codec import compress, decompress
+from .event_store import DB_NAME
+from .sandbox_dirs import SandboxDirectories
+
+MANIFEST_NAME = "checkpoint.json.zst"
+
+# Older snapshots are dead weight: loading only ever reads the newest one per aggregate.
+PRUNE_SNAPSHOTS = (
+    "DELETE FROM stored_snapshots WHERE EXISTS (SELECT 1 FROM stored_snapshots AS newer "
+    "WHERE newer.originator_id = stored_snapshots.originator_id "
+    "AND newer.originator_version > stored_snapshots.originator_version)")
+
+
+class StoreStillInUseError(OSError):
+    pass
+
+
+class Checkpoints:
+    def __init__(self, dirs: SandboxDirectories) -> None:
+        self.dirs = dirs
+
+    def _state(self, sandbox_id: str) -> Path:
+        return self.dirs.state_dir(sandbox_id)
+
+    # ---- the store ------------------------------------------------------------------------
+    def seal(self, sandbox_id: str, supervisor) -> None:
+        """Close the application, then fold the WAL into the main file (sync: run in a thread)."""
+        supervisor.close()
+        connection = sqlite3.connect(self._state(sandbox_id) / DB_NAME, isolation_level=None)
+        try:
+            connection.execute(PRUNE_SNAPSHOTS)
+            busy, _log_frames, _done = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy:
+                raise StoreStillInUseError(f"store of {sandbox_id} is still open elsewhere")
+        finally:
+            connection.close()
+
+    def wal_bytes(self, sandbox_id: str) -> int:
+        """Size of the write-ahead log (0 or absent once sealed)."""
+        try:
+            return (self._state(sandbox_id) / (DB_NAME + "-wal")).stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    # ---- the manifest -------------------------------------------------------------------------
+    def write_manifest(self, sandbox_id: str, manifest: dict) -> None:
+        state = self._state(sandbox_id)
+        _write_atomic(state / MANIFEST_NAME, compress(orjson.dumps(manifest)))
+
+    def read_manifest(self, sandbox_id: str) -> dict | None:
+        """The manifest, None when there is none; ValueError when it cannot be read back."""
+        try:
+            data = (self._state(sandbox_id) / MANIFEST_NAME).read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            manifest = orjson.loads(decompress(data))
+        except (zstandard.ZstdError, orjson.JSONDecodeError) as exc:
+            raise ValueError(f"checkpoint manifest is corrupt: {exc}") from None
+        if not isinstance(manifest, dict):
+            raise ValueError("checkpoint manifest is not an object")
+        return manifest
+
+    def discard_manifest(self, sandbox_id: str) -> None:
+        state = self._state(sandbox_id)
+        try:
+            (state / MANIFEST_NAME).unlink()
+        except FileNotFoundError:
+            return
+        _fsync_dir(state)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    temp = path.with_name(path.name + ".tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,103 @@
+"""Run the benchmark suite: ``python -m tests.bench`` (full) or ``--smoke`` (seconds, CI).
+
+Each benchmark prints its figures with the baselines measured in the same run and the
+ratios between them. ``--only pipe,pty,echo,sessions,replay,restart`` picks some;
+``--json FILE`` also writes every run's numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import bench_echo, bench_ingest, bench_replay, bench_restart, bench_sessions
+from .common import MIB
+
+
+@dataclass(frozen=True)
+class Sizes:
+    pipe_bytes: int
+    pty_bytes: int
+    runs: int
+    echo_count: int
+    echo_warmup: int
+    sessions: int
+    replay_bytes: int
+    restart_sessions: int
+    restart_short: int
+    restart_long: int
+    install: bool  # may pip-install supervisor into the bench cache
+    extras: bool  # incompressible ingest, full-replay restart
+
+
+FULL = Sizes(pipe_bytes=1024 * MIB, pty_bytes=64 * MIB, runs=3, echo_count=1000, echo_warmup=100,
+             sessions=1000, replay_bytes=64 * MIB, restart_sessions=1000, restart_short=16,
+             restart_long=1024, install=True, extras=True)
+SMOKE = Sizes(pipe_bytes=16 * MIB, pty_bytes=2 * MIB, runs=1, echo_count=30, echo_warmup=5,
+              sessions=20, replay_bytes=2 * MIB, restart_sessions=10, restart_short=4,
+              restart_long=64, install=False, extras=False)
+
+BENCHMARKS = {
+    "pipe": lambda w, s: bench_ingest.pipe_ingest(w, s.pipe_bytes, s.runs, s.install, s.extras),
+    "pty": lambda w, s: bench_ingest.pty_ingest(w, s.pty_bytes, s.runs),
+    "echo": lambda w, s: bench_echo.echo_latency(w, s.echo_count, s.echo_warmup),
+    "sessions": lambda w, s: bench_sessions.many_sessions(w, s.sessions),
+    "replay": lambda w, s: bench_replay.replay(w, s.replay_bytes, s.runs),
+    "restart": lambda w, s: bench_restart.restart_cost(w, s.restart_sessions, s.restart_short,
+                                                       s.restart_long, s.runs, s.extras),
+}
+
+
+def raise_fd_limit() -> None:
+    """1,000 live sessions need a few thousand descriptors in the server (it inherits this)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def run(names: list[str], sizes: Sizes, work: Path, echo=print) -> list:
+    raise_fd_limit()
+    reports = []
+    for name in names:
+        started = time.perf_counter()
+        report = BENCHMARKS[name](work / name, sizes)
+        report.notes.append(f"took {time.perf_counter() - started:.0f} s")
+        reports.append(report)
+        echo("\n".join(report.lines()) + "\n")
+    return reports
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one run each (CI)")
+    parser.add_argument("--only", default=",".join(BENCHMARKS), help="comma-separated subset")
+    parser.add_argument("--json", type=Path, help="write all figures here")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
+    sizes = SMOKE if args.smoke else FULL
+    work = Path(tempfile.mkdtemp(prefix="sessiond-bench-"))
+    print(f"# sessiond benchmarks ({'smoke' if args.smoke else 'full'}) on {platform.node()}: "
+          f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, work dir {work}\n")
+    try:
+        reports = run(names, sizes, work)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps([r.as_dict() for r in reports], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""``sessionctl session attach`` on a real terminal (a pty pair): replay, typing, resize, detach.
+
+The CLI runs as the session leader of a fresh pseudo-terminal, exactly as in a
+user's terminal emulator; the test types on the master side.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+
+import pytest
+
+from tests.client.test_cli import ROOT, cli_env
+from tests.helpers import wait_for
+
+READY = b"attach-ready"
+
+
+class Terminal:
+    """The test's side of the pty: everything the CLI printed, read with bounded waits."""
+
+    def __init__(self) -> None:
+        self.master, self.slave = os.openpty()
+        self.set_size(24, 80)
+        self.seen = b""
+
+    def set_size(self, rows: int, cols: int) -> None:
+        # On the slave of our own pty: the kernel sends SIGWINCH to its foreground group.
+        fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+    def expect(self, needle: bytes, count: int = 1, timeout: float = 15) -> None:
+        deadline = time.monotonic() + timeout
+        while self.seen.count(needle) < count:
+            left = deadline - time.monotonic()
+            assert left > 0, f"{needle!r} x{count} not seen; got {self.seen[-400:]!r}"
+            ready, _, _ = select.select([self.master], [], [], left)
+            if ready:
+                self.seen += os.read(self.master, 65536)
+
+    def type(self, data: bytes) -> None:
+        os.write(self.master, data)
+
+    def close(self) -> None:
+        os.close(self.master)
+        os.close(self.slave)
+
+
+def start_attach(server, terminal: Terminal, sandbox: str, session_id: str) -> subprocess.Popen:
+    def take_terminal():
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # after setsid: this pty becomes our controlling tty
+    return subprocess.Popen([sys.executable, "-m", "api.client.cli", "session", "attach", sandbox, session_id],
+                            stdin=terminal.slave, stdout=terminal.slave, stderr=terminal.slave, cwd=ROOT,
+                            env=cli_env(server), start_new_session=True, preexec_fn=take_terminal)
+
+
+@pytest.fixture
+def terminal():
+    term = Terminal()
+    yield term
+    term.close()
+
+
+def test_attach_replays_types_follows_resizes_and_detaches_without_eof(server, client, sandbox, terminal):
+    session = client.create_session(sandbox, {"command": ["sh", "-c", "echo attach-ready; exec sh"],
+                                              "io": {"mode": "pty"}, "env": {"PS1": "$ "}})
+    wait_for(lambda: any(READY in e.data for e in client.iter_events(sandbox, session.id, follow=False)))
+    before = termios.tcgetattr(terminal.slave)
+    proc = start_attach(server, terminal, sandbox, session.id)
+    try:
+        terminal.expect(READY)  # the replay comes first
+        assert termios.tcgetattr(terminal.slave) != before, "the local terminal is in raw mode while attached"
+        terminal.type(b"echo typed-$((6*7))\r")
+        terminal.expect(b"typed-42")
+        terminal.set_size(40, 120)
+        wait_for(lambda: any(e.type == "terminal.resized"
+                             for e in client.iter_events(sandbox, session.id, follow=False)))
+        terminal.type(b"stty size\r")
+        terminal.expect(b"40 120")
+        terminal.type(b"\x1d")  # Ctrl-] detaches
+        assert proc.wait(15) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert termios.tcgetattr(terminal.slave) == before, "the terminal is restored after detaching"
+    current = client.get_session(sandbox, session.id)
+    assert current.phase == "running" and current.attempt_id == session.attempt_id
+    assert not any(e.type == "attempt.exited" for e in client.iter_events(sandbox, session.id, follow=False))
+    client.send_input(sandbox, session.id, b"echo still-$((1+1))\r")  # stdin is still open: no EOF was sent
+    wait_for(lambda: any(b"still-2" in e.data for e in client.iter_events(sandbox, session.id, follow=False)))
+
+
+def test_attach_restores_the_terminal_when_terminated(server, client, sandbox, terminal):
+    session = client.create_session(sandbox, {"command": ["sh", "-c", "echo attach-ready; exec cat"],
+                                              "io": {"mode": "pty"}})
+    wait_for(lambda: any(READY in e.data for e in client.iter_events(sandbox, session.id, follow=False)))
+    before = termios.tcgetattr(terminal.slave)
+    proc = start_attach(server, terminal, sandbox, session.id)
+    try:
+        terminal.expect(READY)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 128 + signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert termios.tcgetattr(terminal.slave) == before
+    assert client.get_session(sandbox, session.id).phase == "running"
+
+
+def test_attach_ends_cleanly_when_the_session_is_deleted(server, client, sandbox, terminal):
+    session = client.create_session(sandbox, {"command": ["sh", "-c", "echo attach-ready; exec cat"],
+                                              "io": {"mode": "pty"}})
+    wait_for(lambda: any(READY in e.data for e in client.iter_events(sandbox, session.id, follow=False)))
+    before = termios.tcgetattr(terminal.slave)
+    proc = start_attach(server, terminal, sandbox, session.id)
+    try:
+        terminal.expect(READY)
+        client.delete_session(sandbox, session.id)
+        assert proc.wait(15) == 0
+        terminal.expect(b"the session was deleted")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert termios.tcgetattr(terminal.slave) == before
