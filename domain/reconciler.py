@@ -11,7 +11,7 @@ import logging
 import signal as signals
 from dataclasses import dataclass, field
 
-from .model.errors import OperationFailedError
+from .model.errors import OperationFailedError, UnavailableError
 from .model.session import READINESS_TIMEOUT, START_FAILED, Session
 from .ports import AttemptHandle, ExitStatus, StartFailedError, TerminalSize
 
@@ -52,6 +52,8 @@ class Reconciler:
         return task
 
     def _record(self, session: Session, command, *args, **kwargs):
+        if self.ctx.supervisor.released:  # sealed by the pause hook: nothing may be acknowledged now
+            raise UnavailableError("sandbox lifecycle barrier is active")
         self.ctx.pipeline.materialize(session)
         result = command(*args, **kwargs)
         self.ctx.pipeline.stage(self.ctx.supervisor, session)

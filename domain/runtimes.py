@@ -168,7 +168,7 @@ class RuntimeLifecycle:
         """Partial merge of the config (contract §1.4); a memory change replaces the runtime."""
         async with self.gate(sandbox_id).lock:
             before = self.sandbox(sandbox_id).config.get("resources")
-            sandbox = await self._record_sandbox(sandbox_id, lambda sb, now: sb.reconfigure(changes, now))
+            await self._record_sandbox(sandbox_id, lambda sb, now: sb.reconfigure(changes, now))
         if sandbox_id in self.services and "resources" in changes and changes["resources"] != before:
             await self.pause(sandbox_id, by_user=False)
             await self.resume(sandbox_id)

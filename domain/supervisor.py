@@ -72,8 +72,13 @@ class SessionSupervisor(Application[str]):
         if hasattr(self.factory, "select_topics"):  # plain rows; lifecycle filtered in SQL
             rows = self.factory.select_topics(session_id, after, upto,
                                               LIFECYCLE_TOPICS if lifecycle_only else None, limit)
-            return [_render(session_id, version, topic, decode(state))
-                    for version, topic, state in rows if topic in PUBLIC_TYPE]
+            fields = getattr(self.mapper.transcoder, "decode_record", None)
+            if fields is None:
+                return [_render(session_id, version, topic, decode(state))
+                        for version, topic, state in rows if topic in PUBLIC_TYPE]
+            return [public_record(session_id, version, topic, state, rfc3339(state["__ts"] * 1000))
+                    for version, topic, state in ((v, t, fields(s)) for v, t, s in rows)
+                    if topic in PUBLIC_TYPE]
         records = []
         gt = after
         while len(records) < limit and gt < upto:

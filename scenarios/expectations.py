@@ -6,6 +6,7 @@ Journal items are written ``type`` or ``type:reason`` (``attempt.exited:crashed`
 from __future__ import annotations
 
 import base64
+import signal as signals
 
 from api.schemas import render_session
 from domain.model.errors import SessionNotFoundError
@@ -24,6 +25,14 @@ FIELDS = {
     "exit_code": lambda s: s.get("attempt", {}).get("exit_code"),
     "live": lambda s: "pid" in s.get("attempt", {}),
 }
+
+
+def signal_number(name: str) -> int:
+    name = name.upper().removeprefix("SIG")
+    try:
+        return int(getattr(signals, "SIG" + name))
+    except AttributeError:
+        raise AssertionError(f"unknown signal {name!r}") from None
 
 
 def label(record: dict) -> str:
@@ -119,7 +128,6 @@ def _check_process(world: World, name: str, step: dict) -> list[str]:
     if "stdin" in step and process.stdin.decode(errors="replace") != step["stdin"]:
         problems.append(f"stdin: expected {step['stdin']!r}, got {bytes(process.stdin)!r}")
     if "signals_received" in step:
-        from .verbs import signal_number
         expected = [signal_number(s) for s in step["signals_received"]]
         if process.signals != expected:
             problems.append(f"signals_received: expected {step['signals_received']}, got {process.signals}")

@@ -14,12 +14,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
-import signal as signals
 import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
-from .world import World, outcome
+from .expectations import check, describe, signal_number
+from .world import World, check_outcome, outcome
 
 KeySpec = dict[str, type | tuple[type, ...]]
 COMMON: KeySpec = {"do": str, "note": str}  # ``note``: a comment printed in the transcript
@@ -67,20 +67,11 @@ def deep_merge(base: dict, changes: dict) -> dict:
     return merged
 
 
-def signal_number(name: str) -> int:
-    name = name.upper().removeprefix("SIG")
-    try:
-        return int(getattr(signals, "SIG" + name))
-    except AttributeError:
-        raise AssertionError(f"unknown signal {name!r}") from None
-
-
 async def _call(world: World, step: dict, label: str, coro) -> list[str]:
     call = await world.call(label, coro, step.get("error", ""))
     if not call.task.done():
         return [f"{label}: in progress (waiting on the clock)"]
     call.reported = True
-    from .world import check_outcome
     check_outcome(call)
     return [f"{label}: {outcome(call)}"]
 
@@ -215,7 +206,6 @@ async def advance(world: World, step: dict) -> list[str]:
     fake_keys=("stdin", "signals_received", "argv", "processes_started"))
 async def expect(world: World, step: dict) -> list[str]:
     """Check the session (as GET shows it), its public journal, and what its process saw."""
-    from .expectations import check, describe
     name = step.get("session", "main")
     deadline = time.monotonic() + step.get("within", 0 if world.is_fake else 10)
     while True:

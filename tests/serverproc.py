@@ -33,12 +33,14 @@ class ServerError(RuntimeError):
 
 
 class ServerProcess:
-    def __init__(self, data_dir, token=None, runtime="host", port=None, extra_env=None):
+    def __init__(self, data_dir, token=None, runtime="host", port=None, extra_env=None,
+                 start_timeout=START_TIMEOUT):
         self.data_dir = Path(data_dir)
         self.token = token
         self.runtime = runtime
         self.port = port
         self.extra_env = dict(extra_env or {})
+        self.start_timeout = start_timeout  # benchmarks load long journals before /healthz
         self.proc: subprocess.Popen | None = None
         self._log = None
 
@@ -87,7 +89,7 @@ class ServerProcess:
         return self
 
     def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + self.start_timeout
         last_error = "no attempt"
         with httpx.Client(timeout=2.0) as client:
             while True:
@@ -104,7 +106,7 @@ class ServerProcess:
                     last_error = repr(exc)
                 if time.monotonic() >= deadline:
                     raise ServerError(
-                        f"server not healthy within {START_TIMEOUT}s ({last_error})\n"
+                        f"server not healthy within {self.start_timeout}s ({last_error})\n"
                         f"{self.log_tail()}")
                 time.sleep(0.05)
 

@@ -17,6 +17,9 @@ FORBIDDEN = {
     "api.schemas": ("infra",),
     "api.errors": ("infra",),
     "api.sse": ("infra",),
+    "api.openapi": ("infra",),
+    # The client is what users install to talk to a server: none of the server's internals.
+    "api.client": ("infra", "domain", "sanic", "api.app", "api.routes", "api.schemas", "api.errors", "api.gate"),
 }
 
 

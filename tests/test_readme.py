@@ -45,3 +45,10 @@ def test_the_readme_sdk_walkthrough_runs(open_server):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1].endswith("attempt.exited")
+
+
+def test_the_readme_python_client_example_runs(open_server):
+    code = block_after("## Python client", "python").replace(DEFAULT_URL, open_server.url)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1].split()[1] == "attempt.exited"

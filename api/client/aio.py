@@ -12,14 +12,14 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidStatus
 
 from . import inputs
-from .aerolvm import AeroOps
+from .aerolvm import AeroOps, aero_session_path
 from .errors import CursorExpired, ServerError, TransportError, Unavailable
 from .events import (DEFAULT_RECONNECT_TIMEOUT_S, SSE_READ_TIMEOUT_S, STREAM_HEADERS, Backoff,
                      Resume, SSEParser, stream_params)
 from .models import Event, InputResult
 from .operations import Call, SandboxOps, SessionOps, finish, session_path
 from .sync import auth_headers, base_url, wrap_transport
-from .ws import AsyncSessionSocket, refused, ws_url
+from .ws import AsyncAeroAttach, AsyncSessionSocket, refused, ws_url
 
 
 class AsyncClient(SandboxOps, SessionOps):
@@ -31,7 +31,7 @@ class AsyncClient(SandboxOps, SessionOps):
         self.headers = auth_headers(token)
         self._http = httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=timeout,
                                        transport=transport)
-        self.aero = AeroOps(self._run)
+        self.aero = AsyncAeroClient(self)
 
     async def _run(self, call: Call):
         try:
@@ -85,6 +85,23 @@ class AsyncClient(SandboxOps, SessionOps):
         except OSError as exc:
             raise TransportError(f"websocket connect failed: {exc}", ambiguous=False) from exc
         return AsyncSessionSocket(connection)
+
+
+class AsyncAeroClient(AeroOps):
+    """``client.aero`` of the async client: the ``/v1`` routes and an async ``attach``."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        super().__init__(client._run)
+        self._client = client
+
+    async def attach(self, sandbox_id: str, session_id: str, *, open_timeout: float = 10.0) -> AsyncAeroAttach:
+        url = ws_url(self._client.url, aero_session_path(sandbox_id, session_id, "/attach"))
+        try:
+            connection = await ws_connect(url, additional_headers=self._client.headers,
+                                          open_timeout=open_timeout, max_size=None, proxy=None)
+        except InvalidStatus as exc:
+            raise refused(exc, "aero") from None
+        return AsyncAeroAttach(connection)
 
 
 class AsyncEventStream:

@@ -7,13 +7,13 @@ Errors go to stderr on one line: ``sessionctl: <code> (<status>): <message>``.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 
 from . import errors as e
 from .cli_output import event_line, print_json, render
+from .cli_parser import build_parser
 from .cli_spec import SpecError, build_spec, load_spec_file
 from .sync import DEFAULT_URL, Client
 
@@ -168,9 +168,6 @@ def session_attach(c: Client, args) -> int:
     return attach(c, args.sandbox, args.session)
 
 
-from .cli_parser import build_parser  # noqa: E402  (the parser refers to the verbs above)
-
-
 def parse(parser, argv: list[str]):
     """Everything after the first ``--`` of ``session create`` is the COMMAND, verbatim."""
     if "--" in argv:
@@ -194,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
             return args.handler(client, args)
     except (UsageError, SpecError) as error:
         parser.error(str(error))
+    except BrokenPipeError:  # e.g. `sessionctl … | head`: the reader left, which is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT["ok"]
     except (e.ClientError, OSError, ValueError) as error:
         sys.stderr.write(f"sessionctl: {one_line(error)}\n")
         return exit_code(error)

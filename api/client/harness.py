@@ -216,8 +216,11 @@ class HarnessDriver:
         try:
             self._write(record, attempt)
             if not pending.done.wait(max(0.0, deadline - time.monotonic())):
-                self.cancel()
-                raise HarnessTimeout(f"{method}: no answer before the deadline")
+                with self._lock:  # from now on a late answer is a notification, not this call's
+                    self._pending.pop(key, None)
+                if not pending.done.is_set():
+                    self.cancel()
+                    raise HarnessTimeout(f"{method}: no answer before the deadline")
             if pending.error is not None:
                 raise pending.error
             return self.protocol.outcome(pending.record)

@@ -111,6 +111,10 @@ class Codex(Protocol):
 
     def observe(self, record, native):
         method, params = record.get("method"), record.get("params") or {}
+        result = record.get("result") if isinstance(record.get("result"), dict) else {}
+        if isinstance(result.get("turn"), dict) and result["turn"].get("status") == "inProgress":
+            native["active_turn"] = result["turn"].get("id")  # the turn/start answer names the turn
+            native["persisted"] = True
         if method == "turn/started" or method == "item/started":
             native["persisted"] = True  # the rollout is written once the thread has items
             turn = params.get("turn") or {}

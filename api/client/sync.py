@@ -158,6 +158,10 @@ class EventStream:
         response = self._response
         if response is not None:
             _shutdown(response)
+        try:
+            self._events.close()  # releases the connection when called from the iterating thread
+        except ValueError:
+            pass  # another thread is inside the generator: the shutdown above ends it there
 
     def __enter__(self) -> "EventStream":
         return self

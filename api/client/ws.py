@@ -224,3 +224,39 @@ class AeroAttach:
         except ConnectionClosed:
             pass
         self.connection.close()
+
+
+class AsyncAeroAttach(AeroAttach):
+    """``await attach.write(b"…")``; ``async for kind, payload in attach``."""
+
+    async def write(self, data: bytes | str) -> None:  # type: ignore[override]
+        await self.connection.send(data.encode() if isinstance(data, str) else bytes(data))
+
+    async def resize(self, cols: int, rows: int) -> None:  # type: ignore[override]
+        await self.connection.send(json.dumps({"type": "resize", "cols": cols, "rows": rows}))
+
+    async def signal(self, name: str) -> None:  # type: ignore[override]
+        await self.connection.send(json.dumps({"type": "signal", "signal": name}))
+
+    async def recv(self, timeout: float | None = None):  # type: ignore[override]
+        import asyncio
+        while True:
+            try:
+                frame = aero_frame(await asyncio.wait_for(self.connection.recv(), timeout))
+            except ConnectionClosed:
+                return None
+            if frame is not None:
+                return frame
+
+    async def __aiter__(self):
+        while (frame := await self.recv()) is not None:
+            yield frame
+            if frame[0] in ("exit", "error"):
+                return
+
+    async def detach(self) -> None:  # type: ignore[override]
+        try:
+            await self.connection.send(json.dumps({"type": "close"}))
+        except ConnectionClosed:
+            pass
+        await self.connection.close()

@@ -10,15 +10,17 @@ _SECOND = 1_000_000
 
 
 def rfc3339(value: datetime | int) -> str:
+    """From a datetime or integer nanoseconds since the epoch (no datetime is built then)."""
     if isinstance(value, int):
-        value = timestamp_of(value)
-    delta = value - EPOCH
-    second = delta.days * 86400 + delta.seconds
+        second, micros = divmod(value // 1000, _SECOND)
+    else:
+        delta = value - EPOCH
+        second, micros = delta.days * 86400 + delta.seconds, value.microsecond
     text = _SECONDS.get(second)
     if text is None:
         if len(_SECONDS) >= 4096:  # journal pages walk forward in time: old entries are cold
             _SECONDS.clear()
-        text = _SECONDS[second] = value.strftime("%Y-%m-%dT%H:%M:%S")
-    if value.microsecond:
-        text += "." + f"{value.microsecond:06d}".rstrip("0")
+        text = _SECONDS[second] = timestamp_of(second * 1_000_000_000).strftime("%Y-%m-%dT%H:%M:%S")
+    if micros:
+        text += "." + f"{micros:06d}".rstrip("0")
     return text + "Z"

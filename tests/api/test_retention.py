@@ -154,3 +154,42 @@ def test_no_seq_is_reused_after_trimming_the_newest_events_and_restarting(tmp_pa
             assert again > latest + 1
     finally:
         server.stop()
+
+
+def store_size(server: ServerProcess, sb: str) -> tuple[int, int]:
+    """(bytes of database pages, counting pages still in the WAL; bytes of the WAL file)."""
+    path = server.data_dir / "sandboxes" / sb / "state" / "journal.sqlite"
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    try:
+        pages = connection.execute("PRAGMA page_count").fetchone()[0]
+        page_size = connection.execute("PRAGMA page_size").fetchone()[0]
+    finally:
+        connection.close()
+    return pages * page_size, path.with_name(path.name + "-wal").stat().st_size
+
+
+def test_disk_usage_stays_bounded_while_a_small_budget_trims_incompressible_output(tmp_path):
+    server = ServerProcess(tmp_path / "data", token="test-token", runtime="host").start()
+    try:
+        with make_http(server.url) as http:
+            sb = claim_sandbox(http)
+            spec = {"command": ["head", "-c", str(96 * 1024 * KIB), "/dev/urandom"],
+                    "event_retention": {"max_bytes": 1024 * KIB}}
+            sid = create_session(http, sb, spec)["id"]
+            sizes = []
+            for number in (1, 2, 3):
+                if number > 1:
+                    ok(http.post(spath(sb, sid, "/attempts"), json={}), 201)
+                wait_attempt_finished(http, sb, sid, number, timeout=120)
+                # ~1,500 output events per attempt: the purge deletes the old ones and hands
+                # the free pages beyond a 32 MiB reserve back to the filesystem.
+                wait_for(lambda: len(stored_versions(server, sb, sid)) < 200, timeout=30)
+                wait_for(lambda: store_size(server, sb)[0] < 48 * 1024 * KIB, timeout=30,
+                         describe=lambda: store_size(server, sb))
+                sizes.append(store_size(server, sb))
+            # 288 MiB went through a 1 MiB window: the database is back to the window plus the
+            # reserve after each burst, and the WAL is as large as the largest commit. Neither
+            # grows with the volume.
+            assert max(wal for _db, wal in sizes) < 160 * 1024 * KIB, sizes
+    finally:
+        server.stop()

@@ -28,16 +28,22 @@ def kinds(events) -> list[tuple]:
     return [(e["type"], e.get("reason"), e["runtime_generation"]) for e in events]
 
 
+def three_sessions(sb):
+    """One that restarts after a runtime replacement, one that stops, one already exited."""
+    keeps = sb.create_session(ExecutionSessionSpec(command=SLEEP))
+    stop_policy = ExecutionSessionLifecycleSpec(runtime_recovery=RecoveryPolicy.STOP)
+    stops = sb.create_session(ExecutionSessionSpec(command=SLEEP, lifecycle=stop_policy))
+    done = sb.create_session(ExecutionSessionSpec(command=["true"]))
+    wait_for(lambda: sb.get_session(done.id).phase == ExecutionSessionPhase.EXITED)
+    return keeps, stops, done
+
+
 def test_three_sessions_follow_their_recovery_policy_across_a_restart_while_paused(tmp_path):
     srv = ServerProcess(tmp_path / "data", token=TOKEN).start()
     try:
         with sandbox0.Client(token=TOKEN, base_url=srv.url, timeout=15.0) as client:
             sb = client.sandboxes.claim("default")
-            keeps = sb.create_session(ExecutionSessionSpec(command=SLEEP))
-            stop_policy = ExecutionSessionLifecycleSpec(runtime_recovery=RecoveryPolicy.STOP)
-            stops = sb.create_session(ExecutionSessionSpec(command=SLEEP, lifecycle=stop_policy))
-            done = sb.create_session(ExecutionSessionSpec(command=["true"]))
-            wait_for(lambda: sb.get_session(done.id).phase == ExecutionSessionPhase.EXITED)
+            keeps, stops, done = three_sessions(sb)
             pids = [keeps.attempt.pid, stops.attempt.pid]
             with make_http(srv.url, TOKEN) as http:
                 done_journal = all_events(http, sb.id, done.id)

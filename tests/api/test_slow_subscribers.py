@@ -29,22 +29,22 @@ def rss_kib(pid: int, field: str) -> int:
     raise AssertionError(f"no {field} for pid {pid}")
 
 
-def stalled_stream(url: str, path: str) -> socket.socket:
-    """An SSE client that reads the response head, then never reads again."""
+def stalled_stream(url: str, path: str) -> tuple[socket.socket, bytes]:
+    """An SSE client that reads up to the first heartbeat, then never reads again."""
     host, port = url.removeprefix("http://").split(":")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.settimeout(10)
+    sock.settimeout(20)
     sock.connect((host, int(port)))
     sock.sendall(f"GET {path}?after=0 HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {TOKEN}\r\n"
                  "Accept: text/event-stream\r\nConnection: close\r\n\r\n".encode())
     head = b""
-    while b": heartbeat" not in head:  # replayed and subscribed: the live part starts now
+    while b"\n\n" not in head.partition(b": heartbeat")[2]:  # replayed and subscribed
         chunk = sock.recv(4096)
         assert chunk, head
         head += chunk
     assert head.startswith(b"HTTP/1.1 200"), head
-    return sock
+    return sock, head
 
 
 def read_to_end(sock: socket.socket, deadline: float) -> bytes:
@@ -75,7 +75,7 @@ def test_a_subscriber_that_never_reads_while_60_mib_stream_past_costs_nothing_an
             spec = {"command": ["sh", "-c", f"read go; yes {LINE} | head -c {TOTAL}"],
                     "event_retention": {"max_bytes": 256 * MIB}}
             sid = create_session(http, sb, spec)["id"]
-            stalled = stalled_stream(server.url, spath(sb, sid, "/events/stream"))
+            stalled, _head = stalled_stream(server.url, spath(sb, sid, "/events/stream"))
             baseline = rss_kib(server.proc.pid, "VmRSS")
             write_input(http, sb, sid, "go", data="go\n")
             slowest = 0.0
@@ -102,3 +102,13 @@ def test_a_subscriber_that_never_reads_while_60_mib_stream_past_costs_nothing_an
             stalled.close()
     finally:
         server.stop()
+
+
+def test_an_idle_stream_says_how_far_the_journal_goes_in_its_heartbeat(server, http, sandbox_id):
+    sid = create_session(http, sandbox_id, {"command": ["cat"]})["id"]
+    wait_for(lambda: get_session(http, sandbox_id, sid)["phase"] == "running")
+    latest = get_session(http, sandbox_id, sid)["cursor"]["latest"]
+    sock, head = stalled_stream(server.url, spath(sandbox_id, sid, "/events/stream"))
+    sock.close()
+    line = head.split(b": heartbeat ", 1)[1].split(b"\n", 1)[0]
+    assert int(line) == latest  # caught up: a client can tell its cursor is current

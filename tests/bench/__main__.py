@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import shutil
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,13 +64,21 @@ def raise_fd_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def run(names: list[str], sizes: Sizes, work: Path, echo=print) -> list:
+def run(names: list[str], sizes: Sizes, work: Path, echo=print, keep_going: bool = False) -> list:
     raise_fd_limit()
     reports = []
     for name in names:
         started = time.perf_counter()
-        report = BENCHMARKS[name](work / name, sizes)
-        report.notes.append(f"took {time.perf_counter() - started:.0f} s")
+        load = os.getloadavg()[0]
+        try:
+            report = BENCHMARKS[name](work / name, sizes)
+        except Exception:
+            if not keep_going:
+                raise
+            echo(f"## {name}: FAILED\n{traceback.format_exc()}")
+            continue
+        report.notes.append(f"took {time.perf_counter() - started:.0f} s; load average "
+                            f"{load:.1f} before, {os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs)")
         reports.append(report)
         echo("\n".join(report.lines()) + "\n")
     return reports
@@ -90,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# sessiond benchmarks ({'smoke' if args.smoke else 'full'}) on {platform.node()}: "
           f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, work dir {work}\n")
     try:
-        reports = run(names, sizes, work)
+        reports = run(names, sizes, work, keep_going=True)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

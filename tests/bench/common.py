@@ -116,7 +116,7 @@ class BenchServer:
     """A ``sessiond`` on loopback over its own data dir, started as users start it."""
 
     def __init__(self, data_dir: Path) -> None:
-        self.proc = ServerProcess(data_dir, token=TOKEN, runtime="host")
+        self.proc = ServerProcess(data_dir, token=TOKEN, runtime="host", start_timeout=900)
         self.http = None
 
     def __enter__(self) -> "BenchServer":

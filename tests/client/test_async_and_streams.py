@@ -36,6 +36,12 @@ def test_the_async_client_covers_the_same_routes_and_streams(server):
                 await client.get_session(sandbox, session.id)
             box = await client.aero.create_sandbox("ubuntu")
             assert (await client.aero.get_sandbox(box.id)).id == box.id
+            echo = await client.aero.create_session(box.id, argv=["echo", "aero async"])
+            attach = await client.aero.attach(box.id, echo.id)
+            frames = [frame async for frame in attach]
+            await attach.detach()
+            assert frames[-1][0] == "exit" and b"aero async" in b"".join(
+                data for kind, data in frames if kind == "stdout")
             await client.aero.delete_sandbox(box.id)
             await client.delete_sandbox(sandbox)
     asyncio.run(scenario())

@@ -17,8 +17,10 @@ import time
 
 import pytest
 
+from api.client import Client
 from tests.client.test_cli import ROOT, cli_env
-from tests.helpers import wait_for
+from tests.helpers import TOKEN, wait_for
+from tests.serverproc import ServerProcess
 
 READY = b"attach-ready"
 
@@ -131,3 +133,30 @@ def test_attach_ends_cleanly_when_the_session_is_deleted(server, client, sandbox
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
     assert termios.tcgetattr(terminal.slave) == before
+
+
+def test_attach_reconnects_by_itself_across_a_server_restart(tmp_path, terminal):
+    server = ServerProcess(tmp_path / "data", token=TOKEN, runtime="host")
+    server.start()
+    client = Client(server.url, TOKEN)
+    proc = None
+    try:
+        sandbox = client.claim_sandbox().sandbox_id
+        session = client.create_session(sandbox, {"command": ["sh", "-c", "echo attach-ready; exec cat"],
+                                                  "io": {"mode": "pty"}})
+        wait_for(lambda: any(READY in e.data for e in client.iter_events(sandbox, session.id, follow=False)))
+        proc = start_attach(server, terminal, sandbox, session.id)
+        terminal.expect(READY)
+        server.stop()  # the server closes the socket with 1001; the attempt is replaced on restart
+        server.start()
+        terminal.expect(READY, count=2, timeout=30)  # the recovered attempt's output, live
+        terminal.type(b"after-restart\r")
+        terminal.expect(b"after-restart", count=2)  # the pty echo and cat's copy
+        terminal.type(b"\x1d")
+        assert proc.wait(15) == 0
+    finally:
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        client.close()
+        server.stop()

@@ -124,3 +124,24 @@ def test_input_log_signal_and_expired_cursor_through_the_cli(server, client, san
     assert expired.returncode == EXIT["expired"] and "earliest=" in expired.stderr
     skipped = sessionctl(server, "session", "events", sandbox, big.id, "--skip-gap")
     assert skipped.returncode == 0 and skipped.stdout
+
+
+def test_update_signal_resize_and_sandbox_verbs_through_the_cli(server, client, sandbox, tmp_path):
+    pty = client.create_session(sandbox, {"command": ["/bin/cat"], "io": {"mode": "pty"}})
+    assert sessionctl(server, "session", "resize", sandbox, pty.id, "30", "100").returncode == 0
+    stale = sessionctl(server, "session", "resize", sandbox, pty.id, "30", "100", "--attempt-id", "att-0")
+    assert stale.returncode == EXIT["conflict"] and "session attempt mismatch" in stale.stderr
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"command": ["/bin/cat", "-u"], "name": "updated"}))
+    updated = sessionctl(server, "session", "update", sandbox, pty.id, "--spec-file", str(spec), "-o", "json")
+    assert json.loads(updated.stdout)["spec"]["name"] == "updated"
+    assert sessionctl(server, "session", "signal", sandbox, pty.id, "TERM").returncode == 0
+    wait_for(lambda: client.get_session(sandbox, pty.id).phase == "exited")
+    shown = sessionctl(server, "sandbox", "get", sandbox)
+    assert re.search(rf"^id\s+{sandbox}$", shown.stdout, re.M) and re.search(r"^status\s+running$", shown.stdout, re.M)
+    assert sandbox in sessionctl(server, "sandbox", "list", "-q").stdout.split()
+    assert json.loads(sessionctl(server, "sandbox", "status", sandbox, "-o", "json").stdout)["status"] == "running"
+    paused = sessionctl(server, "sandbox", "pause", sandbox, "-o", "json")
+    assert json.loads(paused.stdout)["sandbox_id"] == sandbox
+    resumed = sessionctl(server, "sandbox", "resume", sandbox, "-o", "json")
+    assert json.loads(resumed.stdout) == {"sandbox_id": sandbox, "resumed": True}

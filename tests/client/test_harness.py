@@ -123,6 +123,7 @@ def test_codex_turn_deadline_interrupts_the_turn(client, sandbox, tmp_path):
         thread = driver.open_conversation()
         turn = driver.call("turn/start", {"threadId": thread, "input": [{"type": "text", "text": "x"}]})
         assert turn["turn"]["status"] == "inProgress"
+        driver.wait_notification(lambda r: r.get("method") == "turn/started", timeout=15)
         with pytest.raises(HarnessTimeout):
             driver.wait_notification(lambda r: r.get("method") == "turn/completed", timeout=0.5)
         done = driver.wait_notification(lambda r: r.get("method") == "turn/completed", timeout=15)
@@ -148,3 +149,15 @@ def test_the_presets_follow_the_harness_protocols():
     assert claude[-3:] == ["--allowedTools", "Bash", "Edit"] and "--verbose" in claude and "--model" in claude
     assert harness_spec("opencode")["command"] == ["opencode", "acp", "--cwd", "/workspace"]
     assert harness_spec("pi")["command"] == ["pi", "--mode", "rpc"]
+
+
+def test_a_new_runtime_generation_after_pause_and_resume_is_recovered_the_same_way(client, sandbox, tmp_path):
+    session = harness_session(client, sandbox, "codex", tmp_path / "home")
+    with HarnessDriver(client, sandbox, session.id, "codex") as driver:
+        thread = open_with_content(driver, "codex")
+        assert driver.state.runtime_generation == 1
+        client.pause_sandbox(sandbox)
+        assert client.resume_sandbox(sandbox).resumed
+        assert driver.call("thread/read", {"threadId": thread}, timeout=30)["thread"]["id"] == thread
+        assert driver.state.runtime_generation == 2
+        assert driver.state.attempt_id == client.get_session(sandbox, session.id).attempt_id

@@ -9,7 +9,6 @@ from openapi_spec_validator import validate
 
 from api.app import create_app
 from api.openapi import document
-from tests.helpers import TOKEN
 
 HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options"}
 

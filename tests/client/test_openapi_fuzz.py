@@ -34,7 +34,6 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="the fuzz 
 EXAMPLES = 12
 DOCUMENTED_503 = ("sandbox is not running and auto_resume is disabled", "sandbox lifecycle barrier is active",
                   "sandbox is waking up")
-SANDBOX_LEVEL = ("/pause", "/resume", "/refresh")
 
 
 @pytest.fixture(scope="module")
