@@ -31,6 +31,7 @@ from ptyprocess import PtyProcess
 from domain.ports import ExitStatus, Launch, OutputCallback, StartFailedError
 from infra.pipe_runner import OutputGate, proc_start_time, status_from_returncode
 
+_DRAIN_LIMIT = 256 * 1024  # per wake-up, so one busy PTY cannot starve the loop
 _READ_SIZE = 65536  # the kernel hands out at most ~4 KiB per pty read anyway
 
 
@@ -97,17 +98,28 @@ class PtyHandle:
             self._reading = False
 
     def _on_readable(self) -> None:
-        try:
-            data = os.read(self._fd, _READ_SIZE)
-        except BlockingIOError:
-            return
-        except OSError:
-            # EIO is how Linux reports that every slave fd is closed; any
-            # other read error ends the stream too, there is nothing to retry.
-            data = b""
-        if data:
-            self._on_output("pty", data)
-        else:
+        # A PTY master yields at most ~4 KiB per read: drain what is there now and hand it
+        # on as one piece, so per-read Python work is paid once per wake-up, not per 4 KiB.
+        chunks = []
+        size = 0
+        eof = False
+        while size < _DRAIN_LIMIT:
+            try:
+                data = os.read(self._fd, _READ_SIZE)
+            except BlockingIOError:
+                break
+            except OSError:
+                # EIO is how Linux reports that every slave fd is closed; any
+                # other read error ends the stream too, there is nothing to retry.
+                data = b""
+            if not data:
+                eof = True
+                break
+            chunks.append(data)
+            size += len(data)
+        if chunks:
+            self._on_output("pty", chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        if eof:
             self._close_master()
 
     def pause_output(self) -> None:
