@@ -7,6 +7,7 @@ from __future__ import annotations
 import orjson
 from sanic import HTTPResponse, Request
 
+from domain.model.signals import signal_short_name
 from domain.model.timefmt import rfc3339
 
 from .errors import ApiError
@@ -29,19 +30,23 @@ def ok(data, status: int = 200) -> HTTPResponse:
                         content_type="application/json")
 
 
-def render_attempt(attempt: dict) -> dict:
+_TIMES = (("started_ns", "started_at"), ("ready_ns", "ready_at"), ("finished_ns", "finished_at"))
+
+
+def render_attempt(attempt: dict, *, audit: bool = False) -> dict:
+    """The contract's attempt object; ``audit`` adds the start reason, ready_at and the pid after exit."""
     out = {"id": attempt["id"], "number": attempt["number"],
            "runtime_generation": attempt["runtime_generation"]}
-    if "pid" in attempt and "finished_ns" not in attempt:
+    if audit and attempt.get("start_reason"):
+        out["start_reason"] = attempt["start_reason"]
+    if attempt.get("pid") and (audit or "finished_ns" not in attempt):
         out["pid"] = attempt["pid"]
-    if "started_ns" in attempt:
-        out["started_at"] = rfc3339(attempt["started_ns"])
-    if "finished_ns" in attempt:
-        out["finished_at"] = rfc3339(attempt["finished_ns"])
+    for key, name in _TIMES:
+        if key in attempt and (audit or key != "ready_ns"):
+            out[name] = rfc3339(attempt[key])
     if "exit_code" in attempt:
         out["exit_code"] = attempt["exit_code"]
     if "signal" in attempt:
-        from domain.model.signals import signal_short_name
         out["signal"] = signal_short_name(attempt["signal"])
     if attempt.get("reason"):
         out["reason"] = attempt["reason"]

@@ -17,10 +17,8 @@ import signal
 import weakref
 from typing import Protocol
 
-from eventsourcing.utils import get_topic
-
-from .model.events import Snapshot
 from .model.phases import Phase
+from .retention import take_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +26,6 @@ MANIFEST_FORMAT = 1
 BARRIER_DRAIN_S = 30.0  # contract §6.15: the barrier waits up to 30 s for in-flight calls
 READS_DRAIN_S = 5.0     # reads still running when the store is about to close
 SETTLE_S = 5.0          # an attempt whose process is being started when the freeze comes
-_NOT_STATE = ("_id", "_version", "_pending_events")
 
 
 class Checkpoints(Protocol):
@@ -102,13 +99,6 @@ class RuntimeGate:
 
 
 # ---- snapshots and the manifest ---------------------------------------------------------------
-def snapshot_of(aggregate) -> Snapshot:
-    """A snapshot from memory (D2), deep-copied here so the writer thread never shares state."""
-    state = copy.deepcopy({k: v for k, v in vars(aggregate).items() if k not in _NOT_STATE})
-    return Snapshot(originator_id=aggregate.id, originator_version=aggregate.version,
-                    timestamp=aggregate.modified_on, topic=get_topic(type(aggregate)), state=state)
-
-
 def build_manifest(supervisor, sandbox, by_user: bool, at_ns: int) -> dict:
     return {"format": MANIFEST_FORMAT, "sandbox_id": sandbox.id,
             "runtime_generation": sandbox.runtime_generation, "taken_at_ns": at_ns,
@@ -222,7 +212,7 @@ async def _commit_snapshots(service, by_user: bool, clock) -> tuple:
     paused.mark_paused(by_user, now)
     for aggregate in [*supervisor.sessions.values(), paused]:
         pipeline.materialize(aggregate)  # output read before the freeze lands before the snapshot
-        pipeline.add_snapshot(supervisor, aggregate, snapshot_of(aggregate))
+        pipeline.add_snapshot(supervisor, aggregate, take_snapshot(aggregate))
     pipeline.stage(supervisor, paused)
     await pipeline.flush()
     return paused, build_manifest(supervisor, paused, by_user, now)

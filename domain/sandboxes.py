@@ -156,7 +156,9 @@ class SandboxManager(RuntimeLifecycle):
             await service.reconciler.kill_everything()
             await self.pipeline.flush()
             service.supervisor.released = True
-            await asyncio.to_thread(service.supervisor.close)
+            # Closed on the writer thread, after any store work queued for it: closing a
+            # SQLite connection another thread is using can crash the process.
+            await self.pipeline.run_in_writer(service.supervisor.close)
         await asyncio.to_thread(self.files.remove, sandbox_id)
 
     async def shutdown(self) -> None:
@@ -171,4 +173,4 @@ class SandboxManager(RuntimeLifecycle):
         except Exception:
             log.exception("final commit failed")
         for service in self.services.values():
-            await asyncio.to_thread(service.supervisor.close)
+            await self.pipeline.run_in_writer(service.supervisor.close)

@@ -84,7 +84,7 @@ async def replace_runtime(world: World, step: dict) -> list[str]:
             service.retention.stop()
             await service.reconciler.kill_everything()  # ends them without recording the exits
             service.supervisor.released = True  # what was staged and not committed is lost
-            await asyncio.to_thread(service.supervisor.close)
+            await manager.pipeline.run_in_writer(service.supervisor.close)
         manager.parked.pop(sandbox_id, None)
         await manager.bring_up(sandbox_id)
     await world.settle()

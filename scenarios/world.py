@@ -128,9 +128,11 @@ class World:
         for task in victims:
             task.cancel()
         await asyncio.gather(*victims, return_exceptions=True)
+        # The writer goes first: it finishes what it already holds, and only then are the
+        # stores closed (closing a connection the writer is using can crash the process).
+        await asyncio.to_thread(container.writer.close)
         for service in container.manager.services.values():
             await asyncio.to_thread(service.supervisor.close)
-        await asyncio.to_thread(container.writer.close)
 
     async def close(self) -> None:
         for call in self.calls:

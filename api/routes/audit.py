@@ -8,42 +8,17 @@ from __future__ import annotations
 from sanic import Blueprint, Request
 
 from domain.model.requests import parse_cursor, parse_limit
-from domain.model.signals import signal_short_name
-from domain.model.timefmt import rfc3339
 
-from ..schemas import ok
+from ..schemas import ok, render_attempt
 from .sessions import service
 
 bp = Blueprint("audit", url_prefix="/api/v1/sandboxes/<sandbox_id>/sessions/<session_id>")
-
-_TIMES = (("started_ns", "started_at"), ("ready_ns", "ready_at"), ("finished_ns", "finished_at"))
-
-
-def render_attempt_record(attempt: dict) -> dict:
-    """One attempt as auditors see it: the pid stays after exit; absent fields are omitted."""
-    out = {"id": attempt["id"], "number": attempt["number"],
-           "runtime_generation": attempt["runtime_generation"]}
-    if attempt.get("start_reason"):
-        out["start_reason"] = attempt["start_reason"]
-    if attempt.get("pid"):
-        out["pid"] = attempt["pid"]
-    for key, name in _TIMES:
-        if key in attempt:
-            out[name] = rfc3339(attempt[key])
-    if "exit_code" in attempt:
-        out["exit_code"] = attempt["exit_code"]
-    if "signal" in attempt:
-        out["signal"] = signal_short_name(attempt["signal"])
-    if attempt.get("reason"):
-        out["reason"] = attempt["reason"]
-    return out
-
 
 @bp.get("/attempts", ctx_action="list_session_attempts")
 async def list_attempts(request: Request, sandbox_id: str, session_id: str):
     """200 {"attempts": [...]} oldest first; 404 session_not_found."""
     attempts = service(request, sandbox_id).attempts(session_id)
-    return ok({"attempts": [render_attempt_record(a) for a in attempts]})
+    return ok({"attempts": [render_attempt(a, audit=True) for a in attempts]})
 
 
 @bp.get("/history", ctx_action="list_session_history")

@@ -216,7 +216,10 @@ def test_ttl_pauses_and_hard_ttl_deletes_even_a_paused_sandbox(http, server):
     wait_for(lambda: status() == "paused", timeout=10, interval=0.1, describe=lambda: states[-5:])
     assert gone(pid)
     wait_for(lambda: status() == 404, timeout=15, interval=0.1, describe=lambda: states[-5:])
-    assert not (server.data_dir / "sandboxes" / sb).exists()
+    # The sandbox leaves the registry first (no call may reach it while it is torn down),
+    # then its directory goes.
+    directory = server.data_dir / "sandboxes" / sb
+    wait_for(lambda: not directory.exists(), timeout=10, describe=lambda: str(directory))
     err(http.post(f"/api/v1/sandboxes/{sb}/resume", json={}), 404, "not_found")
 
 
