@@ -23,7 +23,6 @@ from .model.errors import (
 )
 from .model.ids import attempt_id_from, session_id_from
 from .model.policies import expiry_due
-from .model.journal import OUTPUT_TOPIC
 from .model.session import Session, input_digest
 from .model.signals import signal_description
 from .model.spec import execution_changed, normalize_spec
@@ -335,27 +334,7 @@ class SandboxService:
         are collected (or the retained journal is exhausted): an AeroLVM log / replay window.
         """
         floor = self.session(session_id).earliest_seq - 1
-        return await asyncio.to_thread(self._read_output_tail, session_id, floor, upto, min_bytes)
-
-    def _read_output_tail(self, session_id: str, floor: int, upto: int,
-                          min_bytes: int) -> list[tuple[str, bytes]]:
-        recorder, decode = self.supervisor.recorder, self.supervisor.mapper.transcoder.decode
-        chunks: list[tuple[str, bytes]] = []
-        total, lte = 0, upto
-        while total < min_bytes and lte > floor:
-            page = recorder.select_events(session_id, gt=floor, lte=lte, desc=True, limit=256)
-            if not page:
-                break
-            for stored in page:
-                lte = stored.originator_version - 1
-                if stored.topic == OUTPUT_TOPIC:
-                    state = decode(stored.state)
-                    chunks.append((state["stream"], state["data"]))
-                    total += len(state["data"])
-                    if total >= min_bytes:
-                        break
-        chunks.reverse()
-        return chunks
+        return await asyncio.to_thread(self.supervisor.read_output_tail, session_id, floor, upto, min_bytes)
 
 
 def _input_reply(input_id: str, attempt_id: str, duplicate: bool) -> dict:

@@ -6,10 +6,14 @@ from their latest snapshot plus the tail on open. It never names SQLite.
 """
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
+
 from eventsourcing.application import Application
 
 from .model import events as ev
-from .model.journal import LIFECYCLE_TOPICS, PUBLIC_TYPE, public_record
+from .model.errors import UnavailableError
+from .model.journal import LIFECYCLE_TOPICS, OUTPUT_TOPIC, PUBLIC_TYPE, public_record
 from .model.sandbox import Sandbox
 from .model.session import Session
 from .model.timefmt import rfc3339
@@ -35,6 +39,30 @@ class SessionSupervisor(Application[str]):
         self.committed_seq: dict[str, int] = {}
         self.creation_keys: dict[str, str] = {}
         self.on_commit = None  # called with a session after its events are committed (retention)
+        self._readers = 0
+        self._closed = False
+        self._reads_done = threading.Condition()
+
+    @contextmanager
+    def reading(self):
+        """Reads run in worker threads; ``close`` waits for them, because closing a SQLite
+        connection while another thread uses it can crash the process."""
+        with self._reads_done:
+            if self._closed:
+                raise UnavailableError("sandbox store is closed")
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._reads_done:
+                self._readers -= 1
+                self._reads_done.notify_all()
+
+    def close(self) -> None:
+        with self._reads_done:
+            self._closed = True
+            self._reads_done.wait_for(lambda: self._readers == 0, timeout=30)
+        super().close()
 
     # ---- loading ------------------------------------------------------------------------
     def load(self, sandbox_id: str) -> None:
@@ -68,6 +96,11 @@ class SessionSupervisor(Application[str]):
     # ---- journal reads (sync: called through asyncio.to_thread) -------------------------
     def read_records(self, session_id: str, after: int, upto: int, limit: int,
                      lifecycle_only: bool = False) -> list[dict]:
+        with self.reading():
+            return self._read_records(session_id, after, upto, limit, lifecycle_only)
+
+    def _read_records(self, session_id: str, after: int, upto: int, limit: int,
+                      lifecycle_only: bool) -> list[dict]:
         decode = self.mapper.transcoder.decode
         if hasattr(self.factory, "select_topics"):  # plain rows; lifecycle filtered in SQL
             rows = self.factory.select_topics(session_id, after, upto,
@@ -98,8 +131,30 @@ class SessionSupervisor(Application[str]):
                     break
         return records
 
+    def read_output_tail(self, session_id: str, floor: int, upto: int,
+                         min_bytes: int) -> list[tuple[str, bytes]]:
+        """Whole output events, newest backwards from ``upto`` until ``min_bytes``, oldest first."""
+        decode = self.mapper.transcoder.decode
+        chunks: list[tuple[str, bytes]] = []
+        total, lte = 0, upto
+        with self.reading():
+            while total < min_bytes and lte > floor:
+                page = self.recorder.select_events(session_id, gt=floor, lte=lte, desc=True, limit=256)
+                if not page:
+                    break
+                for stored in page:
+                    lte = stored.originator_version - 1
+                    if stored.topic == OUTPUT_TOPIC:
+                        state = decode(stored.state)
+                        chunks.append((state["stream"], state["data"]))
+                        total += len(state["data"])
+                        if total >= min_bytes:
+                            break
+        chunks.reverse()
+        return chunks
+
     def delete_journal(self, session_id: str) -> None:
-        with self.factory.datastore.transaction(commit=True) as cursor:
+        with self.reading(), self.factory.datastore.transaction(commit=True) as cursor:
             cursor.execute("DELETE FROM stored_events WHERE originator_id=?", (session_id,))
             cursor.execute("DELETE FROM stored_snapshots WHERE originator_id=?", (session_id,))
 
