@@ -24,6 +24,14 @@ def build(cls: type[T], data: Any, **nested: Any) -> T:
     return cls(raw=data, **values)  # type: ignore[call-arg]
 
 
+class FromApi:
+    """Built from the API's ``data`` object; unknown keys stay in ``raw``."""
+
+    @classmethod
+    def from_api(cls, data):
+        return build(cls, data)
+
+
 class Listing(list):
     """A list of results that also keeps the API's whole ``data`` object."""
 
@@ -33,18 +41,14 @@ class Listing(list):
 
 
 @dataclass
-class Cursor:
+class Cursor(FromApi):
     earliest: int = 0
     latest: int = 0
     raw: dict = field(default_factory=dict, repr=False)
 
-    @classmethod
-    def from_api(cls, data) -> "Cursor":
-        return build(cls, data)
-
 
 @dataclass
-class Attempt:
+class Attempt(FromApi):
     id: str = ""
     number: int = 0
     runtime_generation: int = 0
@@ -57,10 +61,6 @@ class Attempt:
     reason: str | None = None
     start_reason: str | None = None
     raw: dict = field(default_factory=dict, repr=False)
-
-    @classmethod
-    def from_api(cls, data) -> "Attempt":
-        return build(cls, data)
 
 
 @dataclass
@@ -98,7 +98,7 @@ class Session:
 
 
 @dataclass
-class Event:
+class Event(FromApi):
     seq: int = 0
     session_id: str = ""
     runtime_generation: int = 0
@@ -112,9 +112,6 @@ class Event:
     reason: str | None = None
     raw: dict = field(default_factory=dict, repr=False)
 
-    @classmethod
-    def from_api(cls, data) -> "Event":
-        return build(cls, data)
 
     @property
     def data(self) -> bytes:
@@ -136,20 +133,16 @@ class EventPage:
 
 
 @dataclass
-class InputResult:
+class InputResult(FromApi):
     input_id: str = ""
     attempt_id: str = ""
     accepted: bool = False
     duplicate: bool = False
     raw: dict = field(default_factory=dict, repr=False)
 
-    @classmethod
-    def from_api(cls, data) -> "InputResult":
-        return build(cls, data)
-
 
 @dataclass
-class Sandbox:
+class Sandbox(FromApi):
     id: str = ""
     template_id: str = ""
     team_id: str = ""
@@ -165,26 +158,18 @@ class Sandbox:
     hard_expires_at: str | None = None
     raw: dict = field(default_factory=dict, repr=False)
 
-    @classmethod
-    def from_api(cls, data) -> "Sandbox":
-        return build(cls, data)
-
 
 @dataclass
-class Claim:
+class Claim(FromApi):
     sandbox_id: str = ""
     status: str = ""
     runtime_id: str = ""
     template: str = ""
     raw: dict = field(default_factory=dict, repr=False)
 
-    @classmethod
-    def from_api(cls, data) -> "Claim":
-        return build(cls, data)
-
 
 @dataclass
-class SandboxStatus:
+class SandboxStatus(FromApi):
     sandbox_id: str | None = None
     template_id: str | None = None
     status: str | None = None
@@ -195,44 +180,28 @@ class SandboxStatus:
     hard_expires_at: str | None = None
     raw: dict = field(default_factory=dict, repr=False)
 
-    @classmethod
-    def from_api(cls, data) -> "SandboxStatus":
-        return build(cls, data)
-
 
 @dataclass
-class PauseResult:
+class PauseResult(FromApi):
     sandbox_id: str = ""
     paused: bool = False
     status: str | None = None
     raw: dict = field(default_factory=dict, repr=False)
 
-    @classmethod
-    def from_api(cls, data) -> "PauseResult":
-        return build(cls, data)
-
 
 @dataclass
-class ResumeResult:
+class ResumeResult(FromApi):
     sandbox_id: str = ""
     resumed: bool = False
     raw: dict = field(default_factory=dict, repr=False)
 
-    @classmethod
-    def from_api(cls, data) -> "ResumeResult":
-        return build(cls, data)
-
 
 @dataclass
-class RefreshResult:
+class RefreshResult(FromApi):
     sandbox_id: str = ""
     expires_at: str | None = None
     hard_expires_at: str | None = None
     raw: dict = field(default_factory=dict, repr=False)
-
-    @classmethod
-    def from_api(cls, data) -> "RefreshResult":
-        return build(cls, data)
 
 
 @dataclass
@@ -247,20 +216,16 @@ class Message:
 
 
 @dataclass
-class AeroSandbox:
+class AeroSandbox(FromApi):
     id: str = ""
     name: str | None = None
     status: str | None = None
     image: str | None = None
     raw: dict = field(default_factory=dict, repr=False)
 
-    @classmethod
-    def from_api(cls, data) -> "AeroSandbox":
-        return build(cls, data)
-
 
 @dataclass
-class AeroSession:
+class AeroSession(FromApi):
     id: str = ""
     name: str = ""
     argv: list[str] = field(default_factory=list)
@@ -276,6 +241,3 @@ class AeroSession:
     attached: int = 0
     raw: dict = field(default_factory=dict, repr=False)
 
-    @classmethod
-    def from_api(cls, data) -> "AeroSession":
-        return build(cls, data)
