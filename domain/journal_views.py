@@ -1,0 +1,78 @@
+"""The read side of a sandbox's sessions: journal pages, stream replay, audit views.
+
+A mixin of SandboxService (it needs ``session()``, ``supervisor``, ``hub``, ``retention``).
+Reads run in worker threads; cursors are checked against the retained window first.
+"""
+from __future__ import annotations
+
+import asyncio
+
+from .hub import Subscriber
+from .model.errors import CursorExpiredError, InvalidRequestError
+from .model.session import Session
+
+
+class JournalViews:
+    def cursor(self, session: Session) -> tuple[int, int]:
+        return session.earliest_seq, self.supervisor.committed_seq.get(session.id, 0)
+
+    def check_cursor(self, session: Session, after: int) -> tuple[int, int]:
+        earliest, latest = self.cursor(session)
+        if after > latest:
+            raise InvalidRequestError(f"event cursor must not be greater than latest sequence {latest}")
+        if earliest > 1 and after < earliest - 1:
+            raise CursorExpiredError(earliest, latest)
+        return earliest, latest
+
+    # ---- journal ---------------------------------------------------------------------------
+    async def events_page(self, session_id: str, after: int, limit: int) -> tuple[list[dict], tuple[int, int]]:
+        session = self.session(session_id)
+        self.retention.trim(session)
+        earliest, latest = self.check_cursor(session, after)
+        records = await asyncio.to_thread(self.supervisor.read_records, session_id, after, latest, limit)
+        self._still_retained(session, after)
+        return records, (earliest, latest)
+
+    def _still_retained(self, session: Session, after: int) -> None:
+        """A trim that passed ``after`` while the page was read may have deleted part of it:
+        never serve a page with a silent hole (rows are deleted only below earliest)."""
+        earliest = session.earliest_seq
+        if after < earliest - 1:
+            raise CursorExpiredError(earliest, self.supervisor.committed_seq.get(session.id, 0))
+
+    def subscribe(self, session_id: str, after: int) -> tuple[Subscriber, int]:
+        """Snapshot-and-subscribe atomically: replay (after, upto] then live events > upto."""
+        session = self.session(session_id)
+        self.retention.trim(session)
+        _earliest, latest = self.check_cursor(session, after)
+        return self.hub.subscribe(session_id), latest
+
+    async def replay(self, session_id: str, after: int, upto: int, page: int = 1000) -> list[dict]:
+        """One page of a stream's replay; CursorExpiredError if trimming overtook it."""
+        session = self.session(session_id)
+        records = await asyncio.to_thread(self.supervisor.read_records, session_id, after, upto, page)
+        self._still_retained(session, after)
+        return records
+
+    # ---- audit views: the full attempt history, never trimmed while the session exists ---------
+    def attempts(self, session_id: str) -> list[dict]:
+        return self.session(session_id).attempts
+
+    async def history_page(self, session_id: str, after: int, limit: int) -> tuple[list[dict], tuple[int, int]]:
+        """Lifecycle events only (``session.*``, ``attempt.*``), from seq 1 whatever was trimmed."""
+        self.session(session_id)  # 404 for an unknown session
+        latest = self.supervisor.committed_seq.get(session_id, 0)
+        if after > latest:
+            raise InvalidRequestError(f"event cursor must not be greater than latest sequence {latest}")
+        records = await asyncio.to_thread(self.supervisor.read_records, session_id, after, latest, limit,
+                                          lifecycle_only=True)
+        return records, (1, latest)
+
+    async def output_tail(self, session_id: str, upto: int, min_bytes: int) -> list[tuple[str, bytes]]:
+        """The latest retained output up to seq ``upto``, oldest first, as (stream, bytes).
+
+        Whole output events are returned, newest backwards until at least ``min_bytes``
+        are collected (or the retained journal is exhausted): an AeroLVM log / replay window.
+        """
+        floor = self.session(session_id).earliest_seq - 1
+        return await asyncio.to_thread(self.supervisor.read_output_tail, session_id, floor, upto, min_bytes)
