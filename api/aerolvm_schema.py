@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from domain.model.errors import InvalidRequestError
+from domain.model.requests import body_object, optional_str
 from domain.model.signals import signal_short_name
 from domain.model.timefmt import rfc3339
 
@@ -18,25 +19,8 @@ LOGIN_SHELL = ["sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash -
 RESTING_PHASES = frozenset({"exited", "failed", "stopped"})
 
 
-def json_object(body: Any, what: str = "request body") -> dict:
-    if body is None:
-        return {}
-    if not isinstance(body, dict):
-        raise InvalidRequestError(f"invalid {what}: expected a JSON object")
-    return body
-
-
-def _optional_str(body: dict, key: str) -> str:
-    value = body.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise InvalidRequestError(f"{key} must be a string")
-    return value
-
-
 def _string_map(body: dict, key: str) -> dict[str, str]:
-    value = json_object(body.get(key), key)
+    value = body_object(body.get(key), key)
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise InvalidRequestError(f"{key} must be an object of strings")
     return dict(value)
@@ -52,11 +36,11 @@ def _size(value: Any, default: int) -> Any:
 
 def create_session_spec(body: Any) -> dict:
     """POST /v1/sandboxes/{id}/sessions body -> a raw Sandbox0 spec (argv wins over command)."""
-    body = json_object(body)
+    body = body_object(body)
     argv = body.get("argv")
     if argv is not None and (not isinstance(argv, list) or not all(isinstance(a, str) for a in argv)):
         raise InvalidRequestError("argv must be an array of strings")
-    command = _optional_str(body, "command")
+    command = optional_str(body, "command")
     if argv:
         argv_out = list(argv)
     elif command.strip():
@@ -69,10 +53,10 @@ def create_session_spec(body: Any) -> dict:
     spec: dict[str, Any] = {"command": argv_out, "io": {"mode": "pty" if pty else "pipes"}}
     if pty:
         spec["io"]["terminal"] = {"rows": _size(body.get("rows"), 24), "cols": _size(body.get("cols"), 80)}
-    name = _optional_str(body, "name").strip()
+    name = optional_str(body, "name").strip()
     if name:
         spec["name"] = name
-    workdir = _optional_str(body, "workdir") or _optional_str(body, "workDir")
+    workdir = optional_str(body, "workdir") or optional_str(body, "workDir")
     if workdir:
         spec["cwd"] = workdir
     env = _string_map(body, "env")
@@ -140,11 +124,11 @@ def render_session(session, attached: int) -> dict:
 # ---- sandboxes ---------------------------------------------------------------------------
 def create_sandbox_config(body: Any) -> tuple[str, dict]:
     """POST /v1/sandboxes body -> (name, our sandbox config). Unknown keys are ignored."""
-    body = json_object(body)
+    body = body_object(body)
     image = body.get("image")
     if not isinstance(image, str) or not image.strip():
         raise InvalidRequestError("image is required")
-    name = _optional_str(body, "name").strip()
+    name = optional_str(body, "name").strip()
     config: dict[str, Any] = {"aerolvm": {"name": name, "image": image.strip(),
                                           "tags": _string_map(body, "tags")}}
     env = _string_map(body, "env")

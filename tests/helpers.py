@@ -280,3 +280,14 @@ class SSEReader:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter from /proc/<pid>/stat, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2:].split()[0].decode()
+

@@ -118,7 +118,7 @@ async def delete_session(request: Request, sandbox_id: str, session_id: str):
 @http_bp.post("/<sandbox_id>/sessions/<session_id>/signal")
 async def signal_session(request: Request, sandbox_id: str, session_id: str):
     """200 {"status":"ok"}; 400 unsupported signal; 404; 409 not running."""
-    body = shapes.json_object(parse_json(request))
+    body = shapes.body_object(parse_json(request))
     await service(request, sandbox_id).send_signal(session_id, {"signal": body.get("signal")})
     return reply({"status": "ok"})
 
@@ -126,7 +126,7 @@ async def signal_session(request: Request, sandbox_id: str, session_id: str):
 @http_bp.post("/<sandbox_id>/sessions/<session_id>/resize")
 async def resize_session(request: Request, sandbox_id: str, session_id: str):
     """200 {"status":"ok"} (a no-op for pipes); 400 sizes <= 0; 404; 409 not running."""
-    body = shapes.json_object(parse_json(request))
+    body = shapes.body_object(parse_json(request))
     try:
         await service(request, sandbox_id).resize(session_id, {"rows": body.get("rows"), "cols": body.get("cols")})
     except PtyUnavailableError:

@@ -15,15 +15,15 @@ from .errors import InvalidRequestError
 from .signals import parse_signal
 
 
-def body_object(body: Any) -> dict:
+def body_object(body: Any, what: str = "request body") -> dict:
     if body is None:
         return {}
     if not isinstance(body, dict):
-        raise InvalidRequestError("invalid request body: expected a JSON object")
+        raise InvalidRequestError(f"invalid {what}: expected a JSON object")
     return body
 
 
-def _optional_str(body: dict, key: str) -> str:
+def optional_str(body: dict, key: str) -> str:
     value = body.get(key)
     if value is None:
         return ""
@@ -52,15 +52,15 @@ class InputRequest:
 def check_input_types(body: dict) -> None:
     """JSON type errors are decode errors: they come before the lookup (contract §1.8)."""
     for key in ("input_id", "expected_attempt_id", "data_base64"):
-        _optional_str(body, key)
+        optional_str(body, key)
     _optional_bool(body, "eof")
 
 
 def parse_input(body: dict) -> InputRequest:
-    input_id = _optional_str(body, "input_id").strip()
+    input_id = optional_str(body, "input_id").strip()
     if not input_id:
         raise InvalidRequestError("input_id is required")
-    encoded = _optional_str(body, "data_base64")
+    encoded = optional_str(body, "data_base64")
     try:
         data = base64.b64decode(encoded, validate=True) if encoded else b""
     except (binascii.Error, ValueError):
@@ -68,7 +68,7 @@ def parse_input(body: dict) -> InputRequest:
     eof = _optional_bool(body, "eof")
     if not data and not eof:
         raise InvalidRequestError("data_base64 or eof is required")
-    return InputRequest(input_id, data, eof, _optional_str(body, "expected_attempt_id").strip())
+    return InputRequest(input_id, data, eof, optional_str(body, "expected_attempt_id").strip())
 
 
 def parse_signal_request(body: dict) -> tuple[int, str]:
@@ -79,7 +79,7 @@ def parse_signal_request(body: dict) -> tuple[int, str]:
         signum = parse_signal(name)
     except ValueError:
         raise InvalidRequestError("unsupported signal") from None
-    return signum, _optional_str(body, "expected_attempt_id").strip()
+    return signum, optional_str(body, "expected_attempt_id").strip()
 
 
 def parse_resize(body: dict) -> tuple[int, int, str]:
@@ -93,7 +93,7 @@ def parse_resize(body: dict) -> tuple[int, int, str]:
         sizes.append(value)
     if sizes[0] == 0 or sizes[1] == 0:
         raise InvalidRequestError("rows and cols must be greater than zero")
-    return sizes[0], sizes[1], _optional_str(body, "expected_attempt_id").strip()
+    return sizes[0], sizes[1], optional_str(body, "expected_attempt_id").strip()
 
 
 def parse_desired_state(body: dict) -> str:

@@ -15,6 +15,8 @@ from collections import defaultdict
 import pytest
 import uvloop
 
+from tests.helpers import process_state  # noqa: F401  (re-exported to the runner tests)
+
 LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
 TEST_TIMEOUT_S = 30.0
 POLL_S = 0.01
@@ -59,16 +61,6 @@ async def wait_until(predicate, timeout_s: float = 10.0) -> None:
     async with asyncio.timeout(timeout_s):
         while not predicate():
             await asyncio.sleep(POLL_S)
-
-
-def process_state(pid: int) -> str | None:
-    """The state letter from /proc/<pid>/stat, or None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    return stat[stat.rfind(b")") + 2:].split()[0].decode()
 
 
 def is_alive(pid: int) -> bool:

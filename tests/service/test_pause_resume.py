@@ -6,6 +6,8 @@ snapshot and an empty tail, however many cycles came before.
 """
 from __future__ import annotations
 
+from tests.helpers import process_state
+
 import asyncio
 import contextlib
 import signal
@@ -40,17 +42,8 @@ async def started(data_dir, **adapters):
         await container.stop()
 
 
-def state_of(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    return stat[stat.rfind(b")") + 2:].split()[0].decode()
-
-
 def gone(pid: int) -> bool:
-    return state_of(pid) in (None, "Z", "X")
+    return process_state(pid) in (None, "Z", "X")
 
 
 async def wait_until(predicate, timeout_s: float = 10.0) -> None:
@@ -161,7 +154,7 @@ def test_a_ttl_pause_gives_way_to_a_session_call_before_it_commits(tmp_path):
             await pausing
             (await access).release()
             assert (manager.sandbox(sb).status, manager.sandbox(sb).runtime_generation) == ("running", 1)
-            assert state_of(pid) in ("S", "R") and pids_of(manager, sb, ids) == [pid]
+            assert process_state(pid) in ("S", "R") and pids_of(manager, sb, ids) == [pid]
 
     run(body)
 
@@ -175,10 +168,10 @@ def test_a_freeze_that_does_not_commit_is_thawed_on_the_same_attempt(tmp_path):
             pid, attempt = session.attempt["pid"], session.attempt_id
             frozen = lifecycle.freeze(service, manager.clock.now_ns())
             await service.pipeline.flush()
-            await wait_until(lambda: state_of(pid) == "T")
+            await wait_until(lambda: process_state(pid) == "T")
             assert session.phase == "paused"
             await lifecycle.thaw(service, frozen, manager.clock.now_ns())
-            await wait_until(lambda: state_of(pid) in ("S", "R"))
+            await wait_until(lambda: process_state(pid) in ("S", "R"))
             assert (session.phase, session.attempt_id) == ("running", attempt)
             os_kill_group(pid)
 
