@@ -94,23 +94,22 @@ async def replace_runtime(world: World, step: dict) -> list[str]:
 @verb("crash")
 async def crash(world: World, step: dict) -> list[str]:
     """The server dies without the pause hook (kill -9), then starts over the same data dir."""
-    pids = _remember_live_pids(world)
-    await world.drop(clean=False)
-    await world.rebuild()
-    await world.settle()
-    return [f"server killed without the hook (processes {pids} left behind), started again",
-            f"  {_sandbox_line(world)}"]
+    return await _restart(world, False, "server killed without the hook (processes {pids} left behind), "
+                                        "started again")
 
 
 @verb("restart_server")
 async def restart_server(world: World, step: dict) -> list[str]:
     """SIGTERM (every running sandbox goes through the pause hook), then a start."""
+    return await _restart(world, True, "server stopped cleanly (processes {pids} released) and started again")
+
+
+async def _restart(world: World, clean: bool, story: str) -> list[str]:
     pids = _remember_live_pids(world)
-    await world.drop(clean=True)
+    await world.drop(clean=clean)
     await world.rebuild()
     await world.settle()
-    return [f"server stopped cleanly (processes {pids} released) and started again",
-            f"  {_sandbox_line(world)}"]
+    return [story.format(pids=pids), f"  {_sandbox_line(world)}"]
 
 
 @verb("access", optional={"mutating": bool, **SANDBOX_CALL})

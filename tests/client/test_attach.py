@@ -99,10 +99,15 @@ def test_attach_replays_types_follows_resizes_and_detaches_without_eof(server, c
     wait_for(lambda: any(b"still-2" in e.data for e in client.iter_events(sandbox, session.id, follow=False)))
 
 
-def test_attach_restores_the_terminal_when_terminated(server, client, sandbox, terminal):
+def ready_cat_on_a_pty(client, sandbox):
     session = client.create_session(sandbox, {"command": ["sh", "-c", "echo attach-ready; exec cat"],
                                               "io": {"mode": "pty"}})
     wait_for(lambda: any(READY in e.data for e in client.iter_events(sandbox, session.id, follow=False)))
+    return session
+
+
+def test_attach_restores_the_terminal_when_terminated(server, client, sandbox, terminal):
+    session = ready_cat_on_a_pty(client, sandbox)
     before = termios.tcgetattr(terminal.slave)
     proc = start_attach(server, terminal, sandbox, session.id)
     try:
@@ -118,9 +123,7 @@ def test_attach_restores_the_terminal_when_terminated(server, client, sandbox, t
 
 
 def test_attach_ends_cleanly_when_the_session_is_deleted(server, client, sandbox, terminal):
-    session = client.create_session(sandbox, {"command": ["sh", "-c", "echo attach-ready; exec cat"],
-                                              "io": {"mode": "pty"}})
-    wait_for(lambda: any(READY in e.data for e in client.iter_events(sandbox, session.id, follow=False)))
+    session = ready_cat_on_a_pty(client, sandbox)
     before = termios.tcgetattr(terminal.slave)
     proc = start_attach(server, terminal, sandbox, session.id)
     try:
