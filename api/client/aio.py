@@ -19,7 +19,7 @@ from .events import (DEFAULT_RECONNECT_TIMEOUT_S, SSE_READ_TIMEOUT_S, STREAM_HEA
 from .models import Event, InputResult
 from .operations import Call, SandboxOps, SessionOps, finish, session_path
 from .sync import auth_headers, base_url, wrap_transport
-from .ws import AsyncAeroAttach, AsyncSessionSocket, refused, ws_url
+from .ws import CONNECT_FAILURES, AsyncAeroAttach, AsyncSessionSocket, refused, ws_url
 
 
 class AsyncClient(SandboxOps, SessionOps):
@@ -82,7 +82,7 @@ class AsyncClient(SandboxOps, SessionOps):
                                           max_size=None, proxy=None)
         except InvalidStatus as exc:
             raise refused(exc, "sandbox0") from None
-        except OSError as exc:
+        except CONNECT_FAILURES as exc:
             raise TransportError(f"websocket connect failed: {exc}", ambiguous=False) from exc
         return AsyncSessionSocket(connection)
 
@@ -101,6 +101,8 @@ class AsyncAeroClient(AeroOps):
                                           open_timeout=open_timeout, max_size=None, proxy=None)
         except InvalidStatus as exc:
             raise refused(exc, "aero") from None
+        except CONNECT_FAILURES as exc:
+            raise TransportError(f"websocket connect failed: {exc}", ambiguous=False) from exc
         return AsyncAeroAttach(connection)
 
 

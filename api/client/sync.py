@@ -16,7 +16,7 @@ from .events import (DEFAULT_RECONNECT_TIMEOUT_S, SSE_READ_TIMEOUT_S, STREAM_HEA
                      Resume, SSEParser, stream_params)
 from .models import Event, InputResult
 from .operations import Call, SandboxOps, SessionOps, finish, session_path
-from .ws import AeroAttach, SessionSocket, opened, refused, ws_url
+from .ws import CONNECT_FAILURES, AeroAttach, SessionSocket, opened, refused, ws_url
 
 DEFAULT_URL = "http://127.0.0.1:8780"
 
@@ -98,7 +98,7 @@ class Client(SandboxOps, SessionOps):
                                                    open_timeout=open_timeout, max_size=None, proxy=None)))
         except InvalidStatus as exc:
             raise refused(exc, "sandbox0") from None
-        except OSError as exc:
+        except CONNECT_FAILURES as exc:
             raise TransportError(f"websocket connect failed: {exc}", ambiguous=False) from exc
 
 
@@ -117,6 +117,8 @@ class AeroClient(AeroOps):
                                                 open_timeout=open_timeout, max_size=None, proxy=None)))
         except InvalidStatus as exc:
             raise refused(exc, "aero") from None
+        except CONNECT_FAILURES as exc:
+            raise TransportError(f"websocket connect failed: {exc}", ambiguous=False) from exc
 
 
 class EventStream:

@@ -11,13 +11,18 @@ import itertools
 import json
 from urllib.parse import urlencode
 
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
 from .errors import TransportError
 from .inputs import new_input_id
 from .operations import Call, finish
 
 CLIENT_CLOSED = 1000
+
+
+# A handshake that never completed (refused connection, server gone mid-handshake, bad
+# answer): nothing reached the session, so it is safe to retry. InvalidStatus is handled first.
+CONNECT_FAILURES = (OSError, WebSocketException)
 
 
 def ws_url(base_url: str, path: str, params: dict | None = None) -> str:
