@@ -34,7 +34,10 @@ def raw_terminal(fd: int):
     saved = termios.tcgetattr(fd)
 
     def leave(signum, _frame):
-        raise SystemExit(128 + signum)
+        # Restore the terminal and go now: unwinding could block on a WebSocket close
+        # handshake with a server that is gone; a client close never implies EOF anyway.
+        termios.tcsetattr(fd, termios.TCSAFLUSH, saved)
+        os._exit(128 + signum)
 
     previous = {s: signal.signal(s, leave) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
