@@ -18,7 +18,7 @@ from sandbox0.apispec.types import Unset
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from tests.helpers import TOKEN, all_events, create_session, err, get_session, ok, spath, wait_for
+from tests.helpers import TOKEN, all_events, create_session, err, get_session, ok, process_state, spath, wait_for
 
 SLEEP = {"command": ["sleep", "600"]}
 RUNNING, PAUSED = SandboxLifecycleStatus.RUNNING, SandboxLifecycleStatus.PAUSED
@@ -26,12 +26,7 @@ RUNNING, PAUSED = SandboxLifecycleStatus.RUNNING, SandboxLifecycleStatus.PAUSED
 
 def gone(pid: int) -> bool:
     """True once the process has ended (no /proc entry, or only a zombie left)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return True
-    return stat[stat.rfind(b")") + 2:].split()[0] in (b"Z", b"X")
+    return process_state(pid) in (None, "Z", "X")
 
 
 def sandbox_json(http, sb) -> dict:
