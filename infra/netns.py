@@ -94,6 +94,11 @@ class NetnsNetworks:
         # The host routes for its sandboxes (the sandboxes' rules decide what is forwarded).
         with open("/proc/sys/net/ipv4/ip_forward", "w") as knob:
             knob.write("1")
+        unreachable = unreachable_resolvers()
+        if unreachable:
+            log.warning("DNS will not work inside sandboxes: /etc/resolv.conf names %s, which no sandbox "
+                        "may reach (the host, loopback or link-local); name an outside resolver there",
+                        ", ".join(unreachable))
 
     async def close(self) -> None:
         await asyncio.to_thread(self._close)
@@ -172,6 +177,29 @@ class NetnsNetworks:
         _run(["nft", "-f", "-"], nft_rules.detach_sandbox(self.table, net.slot, net.iface), check=False)
         _run(["ip", "link", "del", net.iface], check=False)
         _run(["ip", "netns", "del", net.name], check=False)
+
+
+def unreachable_resolvers(resolv_conf: str = "/etc/resolv.conf") -> list[str]:
+    """Sandboxes use the host's resolv.conf (bwrap shows them the host's /etc), so its
+    nameservers must be outside servers: the host itself, loopback and link-local are closed."""
+    local = _host_addresses()
+    out = []
+    for line in _read(resolv_conf).splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "nameserver":
+            try:
+                address = ipaddress.ip_address(parts[1].split("%")[0])
+            except ValueError:
+                continue
+            if (address.is_loopback or address.is_link_local or str(address) in local
+                    or address in ipaddress.ip_network(nft_rules.SANDBOX_RANGE)):
+                out.append(str(address))
+    return out
+
+
+def _host_addresses() -> set[str]:
+    done = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True, timeout=_TIMEOUT_S, check=False)
+    return {line.split()[3].split("/")[0] for line in done.stdout.splitlines() if len(line.split()) > 3}
 
 
 def _free_slot() -> int:

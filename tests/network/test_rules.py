@@ -38,3 +38,11 @@ def test_an_allow_list_of_only_ipv6_cidrs_opens_nothing_over_ipv4():
     rules = nft_rules.policy_rules(TABLE, 1, "10.200.0.6", POLICIES[5]).splitlines()
     opened = [rule for rule in rules if rule.endswith(" accept") and "established" not in rule]
     assert opened == [] and rules[-1].endswith("goto closed")
+
+
+def test_resolvers_on_the_host_loopback_or_link_local_are_reported_unreachable(tmp_path):
+    from infra.netns import unreachable_resolvers
+    conf = tmp_path / "resolv.conf"
+    conf.write_text("nameserver 127.0.0.53\nnameserver 203.0.113.53\nnameserver 169.254.169.253\n"
+                    "nameserver fe80::1%eth0\n# nameserver 127.0.0.1\nsearch example\n")
+    assert unreachable_resolvers(str(conf)) == ["127.0.0.53", "169.254.169.253", "fe80::1"]
