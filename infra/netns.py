@@ -140,7 +140,8 @@ class NetnsNetworks:
         if sandbox_id in self.nets:
             self._detach(sandbox_id)
         name = self.prefix + sandbox_id
-        _run(["ip", "netns", "del", name], check=False)  # a leftover of an earlier runtime
+        if os.path.exists(os.path.join(NETNS_DIR, name)):  # a leftover of an earlier runtime
+            _run(["ip", "netns", "del", name], check=False)
         with open(LOCK_PATH, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # other servers on this host pick slots too
             slot = _free_slot()
@@ -177,6 +178,14 @@ class NetnsNetworks:
         _run(["nft", "-f", "-"], nft_rules.detach_sandbox(self.table, net.slot, net.iface), check=False)
         _run(["ip", "link", "del", net.iface], check=False)
         _run(["ip", "netns", "del", net.name], check=False)
+
+
+def remove_everything(data_dir: str) -> None:
+    """What a server over ``data_dir`` may have left on this host: namespaces, veth pairs and
+    its table (the tests' clean-up after a server they killed)."""
+    networks = NetnsNetworks(data_dir)
+    networks._remove_leftovers()
+    _run(["nft", "-f", "-"], nft_rules.delete_table(networks.table), check=False)
 
 
 def unreachable_resolvers(resolv_conf: str = "/etc/resolv.conf") -> list[str]:

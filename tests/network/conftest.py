@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+from infra.netns import remove_everything
 from tests.conftest import make_http, release_sandbox
 from tests.helpers import TOKEN, claim_sandbox
 from tests.serverproc import ServerProcess
@@ -27,7 +28,13 @@ def server(tmp_path_factory):
     proc = netns_server(tmp_path_factory.mktemp("netns-data"))
     proc.start()
     yield proc
+    stop_and_clean(proc)
+
+
+def stop_and_clean(proc: ServerProcess) -> None:
+    """Stop, then remove whatever the server left (nothing, unless a test killed it)."""
     proc.stop()
+    remove_everything(str(proc.data_dir))
 
 
 @pytest.fixture(scope="module")

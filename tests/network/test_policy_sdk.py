@@ -15,7 +15,7 @@ from infra.netns import NETNS_DIR, instance_tag
 from tests.conftest import make_http
 from tests.helpers import TOKEN, err, ok
 
-from .conftest import netns_server
+from .conftest import netns_server, stop_and_clean
 from .netlab import is_open, probe, sandbox_netns, sh, wait_gone
 
 BLOCK_ALL = SandboxNetworkPolicy(mode=SandboxNetworkPolicyMode.BLOCK_ALL)
@@ -27,7 +27,7 @@ def own_server(tmp_path):
     proc = netns_server(tmp_path / "data")
     proc.start()
     yield proc
-    proc.stop()
+    stop_and_clean(proc)
 
 
 def table_of(server) -> str:
@@ -101,7 +101,6 @@ def test_deleting_a_sandbox_and_stopping_the_server_remove_every_namespace_and_r
         assert nft_table(own_server).count("chain sb_") == 1
     own_server.stop()
     assert our_netns(own_server) == [] and nft_table(own_server) == ""
-    own_server.kill()  # nothing left to clean: the fixture's stop is a no-op
 
 
 def test_malformed_or_unenforceable_policies_are_refused_with_a_clear_message(server, sandboxes, http):
