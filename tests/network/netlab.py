@@ -19,18 +19,23 @@ TEST_HOST_PORT = 8080
 TEST_HOST_BODY = b"hello from the test host"
 
 _HTTP_SERVER = f"""
-import socket
+import socket, threading
 srv = socket.create_server((ADDR, {TEST_HOST_PORT}))
 print("listening", flush=True)
-while True:
-    conn, _ = srv.accept()
+
+def serve(conn):
+    # Every request on a connection gets an answer, so a test can keep one open.
     with conn:
-        conn.settimeout(2)
+        conn.settimeout(30)
         try:
-            conn.recv(4096)
-            conn.sendall(b"HTTP/1.0 200 OK\\r\\nContent-Length: {len(TEST_HOST_BODY)}\\r\\n\\r\\n{TEST_HOST_BODY.decode()}")
+            while conn.recv(4096):
+                conn.sendall(b"HTTP/1.0 200 OK\\r\\nContent-Length: {len(TEST_HOST_BODY)}\\r\\n\\r\\n{TEST_HOST_BODY.decode()}")
         except OSError:
             pass
+
+while True:
+    conn, _ = srv.accept()
+    threading.Thread(target=serve, args=(conn,), daemon=True).start()
 """
 
 # Prints "<target> open <first bytes>" or "<target> closed <errno>" for each host:port.

@@ -8,9 +8,18 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import ok
+from tests.helpers import all_events, create_session, ok, output_bytes, wait_exited, wait_for, write_input
 
-from .netlab import HostListener, gateway_of, is_open, main_host_address, probe, sandbox_address, start_listener_session
+from .netlab import (
+    PYTHON,
+    HostListener,
+    gateway_of,
+    is_open,
+    main_host_address,
+    probe,
+    sandbox_address,
+    start_listener_session,
+)
 
 NEIGHBOUR_PORT = 7001
 
@@ -88,3 +97,26 @@ def test_ports_narrow_what_the_cidrs_allow_and_deny(sandboxes, http, test_host):
     for policy, expected in ((wrong_port, False), (right_port, True), (denied_port, False)):
         sandbox = sandboxes({"network": policy})
         assert is_open(probe(http, sandbox, test_host.target)[test_host.target]) is expected, policy
+
+
+KEEP_OPEN = """
+import socket, sys
+conn = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+conn.sendall(b"GET / HTTP/1.0\\r\\n\\r\\n")
+print("first", b"test host" in conn.recv(200), flush=True)
+sys.stdin.readline()  # the test changes the policy meanwhile
+conn.sendall(b"GET / HTTP/1.0\\r\\n\\r\\n")
+print("second", b"test host" in conn.recv(200), flush=True)
+"""
+
+
+def test_a_policy_change_closes_new_connections_and_keeps_open_ones(sandboxes, http, test_host):
+    sandbox = sandboxes()
+    host, port = test_host.target.split(":")
+    sid = create_session(http, sandbox, {"command": [PYTHON, "-c", KEEP_OPEN, host, port]})["id"]
+    wait_for(lambda: b"first True" in output_bytes(all_events(http, sandbox, sid)), timeout=30)
+    ok(http.put(f"/api/v1/sandboxes/{sandbox}/network", json={"mode": "block-all"}), 200)
+    assert not is_open(probe(http, sandbox, test_host.target)[test_host.target])
+    write_input(http, sandbox, sid, "go", "go\n")
+    wait_exited(http, sandbox, sid, timeout=30)
+    assert b"second True" in output_bytes(all_events(http, sandbox, sid))
