@@ -18,8 +18,6 @@ log = logging.getLogger(__name__)
 class NoNetworks:
     """Sessions share the host's network; policies are stored but not enforced."""
 
-    enforced = False
-
     async def start(self) -> None:
         pass
 

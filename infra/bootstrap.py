@@ -91,15 +91,17 @@ def choose_networks(settings: Settings):
     mode = settings.network
     if mode not in ("auto", "netns", "host"):
         raise ValueError(f"unknown network mode {mode!r} (expected auto, netns or host)")
-    if mode == "host" or (mode == "auto" and settings.runtime == "host"):
-        if mode == "host":
-            log.warning("network 'host': sandboxes share the host's network (policies are not enforced)")
+    if mode == "host":
+        log.warning("network 'host': sandboxes share the host's network (policies are not enforced)")
         return NoNetworks()
-    problem = netns_available() or ("runtime 'host' has no sandbox to isolate"
-                                    if settings.runtime == "host" else None)
+    if settings.runtime == "host":
+        problem = "runtime 'host' runs sessions without a sandbox"
+    else:
+        problem = netns_available()
     if problem is None:
         return NetnsNetworks(str(settings.data_dir))
     if mode == "netns":
         raise RuntimeUnavailableError(f"network 'netns' requested but unavailable: {problem}")
-    log.warning("sandboxes share the host's network (policies are not enforced): %s", problem)
+    if settings.runtime != "host":  # runtime 'host' already warns that nothing is isolated
+        log.warning("sandboxes share the host's network (policies are not enforced): %s", problem)
     return NoNetworks()

@@ -76,8 +76,6 @@ def netns_available() -> str | None:
 class NetnsNetworks:
     """The ``SandboxNetworks`` port: per-sandbox namespaces with host-side nftables rules."""
 
-    enforced = True
-
     def __init__(self, data_dir: str) -> None:
         self.tag = instance_tag(data_dir)
         self.table = f"sessiond_{self.tag}"

@@ -8,7 +8,7 @@ import pytest
 
 from infra.netns import remove_everything
 from tests.conftest import make_http, release_sandbox
-from tests.helpers import TOKEN, claim_sandbox
+from tests.helpers import TOKEN, claim_sandbox, ok
 from tests.serverproc import ServerProcess
 
 from .netlab import LabHost
@@ -53,7 +53,6 @@ def sandboxes(server):
             if config is None:
                 sandbox_id = claim_sandbox(http)
             else:
-                from tests.helpers import ok
                 sandbox_id = ok(http.post("/api/v1/sandboxes", json={"template": "default", "config": config}),
                                 201)["sandbox_id"]
             created.append(sandbox_id)
