@@ -70,6 +70,15 @@ def netns_available() -> str | None:
     missing = [tool for tool in ("ip", "nft", "nsenter") if shutil.which(tool) is None]
     if missing:
         return "missing " + ", ".join(missing) + " (apt-get install iproute2 nftables util-linux)"
+    # A container may forbid either even to root: try both (nft -c checks without applying).
+    probe = f"sessiond-probe-{os.getpid()}"
+    try:
+        _run(["ip", "netns", "add", probe])
+        _run(["ip", "netns", "del", probe])
+        _run(["nft", "-c", "-f", "-"], nft_rules.base_table("sessiond_probe"))
+    except NetworkSetupError as exc:
+        _run(["ip", "netns", "del", probe], check=False)
+        return str(exc)
     return None
 
 
