@@ -39,6 +39,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     serve.add_argument("--token", default=os.environ.get("SESSIOND_TOKEN", ""))
     serve.add_argument("--runtime", choices=("bwrap", "host"),
                        default=os.environ.get("SESSIOND_RUNTIME", "bwrap"))
+    serve.add_argument("--network", choices=("auto", "netns", "host"),  # issue 12: infra/netns.py
+                       default=os.environ.get("SESSIOND_NETWORK", "auto"))
     return parser.parse_args(argv)
 
 
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     reexec_with_malloc_tuning(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings(host=args.host, port=args.port, data_dir=args.data_dir.resolve(),
-                        token=args.token, runtime=args.runtime)
+                        token=args.token, runtime=args.runtime, network=args.network)
     settings.check()
     if not settings.token:
         log.warning("no token configured: accepting unauthenticated requests on loopback %s", settings.host)

@@ -102,6 +102,12 @@ def sandbox0_paths() -> dict:
                                 {202: ref("DeleteSandboxResponse")}, (401, 404), **tag)},
         SB + "/{sandbox_id}/status": {"get": operation("sandbox_status", "Status view", {
             200: ref("SandboxStatus")}, (401, 404), **tag)},
+        SB + "/{sandbox_id}/network": {
+            "get": operation("get_sandbox_network", "The sandbox's network policy",
+                             {200: ref("SandboxNetworkPolicy")}, (401, 404), **tag),
+            "put": operation("update_sandbox_network", "Replace the network policy (applied to new connections)",
+                             {200: ref("SandboxNetworkPolicy")}, (400, 401, 404, 503), "SandboxNetworkPolicy",
+                             **tag)},
         SB + "/{sandbox_id}/pause": {"post": operation(
             "pause_sandbox", "Checkpoint and release the runtime", {200: ref("PauseResponse"),
                                                                     202: ref("PauseResponse")},

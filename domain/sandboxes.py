@@ -16,7 +16,9 @@ from .hub import Hub
 from .lifecycle import Checkpoints, RuntimeGate
 from .model.errors import InvalidRequestError, SandboxNotFoundError, UnavailableError
 from .model.ids import sandbox_id_from
+from .model.network import template_policy
 from .model.sandbox import Sandbox
+from .networks import NetworkLifecycle, NoNetworks
 from .runtimes import RuntimeLifecycle
 from .service import SandboxService
 from .supervisor import SessionSupervisor
@@ -38,10 +40,11 @@ class SandboxFiles(Protocol):
     def remove(self, sandbox_id: str) -> None: ...
 
 
-class SandboxManager(RuntimeLifecycle):
+class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
     def __init__(self, *, files: SandboxFiles, pipeline: CommitPipeline, hub: Hub, pipe_runner,
                  pty_runner, runtime, clock, new_uuid_hex: Callable[[], str], base_env: dict[str, str],
-                 reap: Callable[[int, int], object], checkpoints: Checkpoints | None = None):
+                 reap: Callable[[int, int], object], checkpoints: Checkpoints | None = None,
+                 networks=None):
         self.files = files
         self.pipeline = pipeline
         self.hub = hub
@@ -56,6 +59,7 @@ class SandboxManager(RuntimeLifecycle):
         self.parked: dict[str, Sandbox] = {}  # paused: only the record; the rootfs holds the rest
         self.gates: dict[str, RuntimeGate] = {}
         self.checkpoints = checkpoints  # None: pause is unavailable (503)
+        self.networks = networks or NoNetworks()  # domain.ports.SandboxNetworks
         self._sweeper: asyncio.Task | None = None
         self._lock = asyncio.Lock()
 
@@ -74,6 +78,7 @@ class SandboxManager(RuntimeLifecycle):
 
     # ---- startup --------------------------------------------------------------------------
     async def start(self) -> None:
+        await self.networks.start()  # removes what a crashed server left behind
         for sandbox_id in self.files.list_ids():
             try:
                 await self.bring_up(sandbox_id)
@@ -109,11 +114,21 @@ class SandboxManager(RuntimeLifecycle):
     async def claim(self, template: str, config: dict) -> Sandbox:
         if template not in TEMPLATES:
             raise InvalidRequestError(f"template {template!r} not found")
+        config = {"network": template_policy(template), **config}
         sandbox_id = sandbox_id_from(self.new_uuid_hex())
         await asyncio.to_thread(self.files.create, sandbox_id)
         supervisor = await asyncio.to_thread(self.files.open_store, sandbox_id)
         supervisor.sandbox = Sandbox.claim(sandbox_id, template, config, self.clock.now_ns())
-        self.services[sandbox_id] = self._service(sandbox_id, supervisor)
+        service = self._service(sandbox_id, supervisor)
+        try:
+            await self.attach_network(service)
+        except Exception:
+            service.expiry.stop()
+            service.retention.stop()
+            await self.pipeline.run_in_writer(supervisor.close)
+            await asyncio.to_thread(self.files.remove, sandbox_id)
+            raise
+        self.services[sandbox_id] = service
         self.pipeline.stage(supervisor, supervisor.sandbox)
         await self.pipeline.flush()
         return supervisor.sandbox
@@ -159,6 +174,7 @@ class SandboxManager(RuntimeLifecycle):
             # Closed on the writer thread, after any store work queued for it: closing a
             # SQLite connection another thread is using can crash the process.
             await self.pipeline.run_in_writer(service.supervisor.close)
+            await self.detach_network(sandbox_id)
         await asyncio.to_thread(self.files.remove, sandbox_id)
 
     async def shutdown(self) -> None:
@@ -174,3 +190,4 @@ class SandboxManager(RuntimeLifecycle):
             log.exception("final commit failed")
         for service in self.services.values():
             await self.pipeline.run_in_writer(service.supervisor.close)
+        await self.networks.close()

@@ -43,6 +43,7 @@ class SandboxService(JournalViews):
         self.pipe_runner = pipe_runner
         self.pty_runner = pty_runner
         self.runtime = runtime
+        self.netns: str | None = None  # the network namespace its sessions join (networks.py)
         self.workspace = workspace
         self.clock = clock
         self.new_uuid_hex = new_uuid_hex
@@ -81,7 +82,8 @@ class SandboxService(JournalViews):
         env.update({k.strip(): v for k, v in spec.get("env", {}).items() if k.strip() and "=" not in k})
         if terminal is not None:
             env["TERM"] = spec["io"]["terminal"]["term"]
-        return self.runtime.launch(self.workspace, spec["command"], spec.get("cwd", ""), env, terminal)
+        return self.runtime.launch(self.workspace, spec["command"], spec.get("cwd", ""), env, terminal,
+                                   netns=self.netns)
 
     def translate_exit(self, status):
         return self.runtime.translate_exit(status)

@@ -14,6 +14,7 @@ from typing import Callable
 
 from domain.commits import CommitPipeline
 from domain.hub import Hub
+from domain.networks import NoNetworks
 from domain.sandboxes import SandboxManager
 from domain.supervisor import live_record
 
@@ -22,7 +23,8 @@ from .clock import SystemClock
 from .pipe_runner import PipeRunner
 from .pty_runner import PtyRunner
 from .reaper import reap_leftover
-from .runtime import detect_runtime
+from .netns import NetnsNetworks, netns_available
+from .runtime import RuntimeUnavailableError, detect_runtime
 from .sandbox_dirs import SandboxDirectories
 from .settings import Settings
 from .writer import WriterThread
@@ -49,6 +51,7 @@ class Container:
 
     def __post_init__(self) -> None:
         self.runtime = detect_runtime(self.settings.runtime)
+        self.networks = choose_networks(self.settings)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -62,7 +65,7 @@ class Container:
             pipe_runner=self.pipe_runner or PipeRunner(), pty_runner=self.pty_runner or PtyRunner(),
             runtime=self.runtime, clock=self.clock,
             new_uuid_hex=self.new_uuid_hex or (lambda: uuid.uuid4().hex), base_env=base_env,
-            reap=self.reap or reap_leftover)
+            reap=self.reap or reap_leftover, networks=self.networks)
         await self.manager.start()
 
     def _on_committed(self, supervisor, aggregate, events: list) -> None:
@@ -80,3 +83,25 @@ class Container:
             await self.manager.shutdown()
         if self.writer is not None:
             await asyncio.to_thread(self.writer.close)
+
+
+def choose_networks(settings: Settings):
+    """A network namespace per sandbox (``netns``), or the host's network shared (``host``).
+    ``auto`` takes netns when it can (root, bwrap, iproute2 and nftables) and warns when not."""
+    mode = settings.network
+    if mode not in ("auto", "netns", "host"):
+        raise ValueError(f"unknown network mode {mode!r} (expected auto, netns or host)")
+    if mode == "host":
+        log.warning("network 'host': sandboxes share the host's network (policies are not enforced)")
+        return NoNetworks()
+    if settings.runtime == "host":
+        problem = "runtime 'host' runs sessions without a sandbox"
+    else:
+        problem = netns_available()
+    if problem is None:
+        return NetnsNetworks(str(settings.data_dir))
+    if mode == "netns":
+        raise RuntimeUnavailableError(f"network 'netns' requested but unavailable: {problem}")
+    if settings.runtime != "host":  # runtime 'host' already warns that nothing is isolated
+        log.warning("sandboxes share the host's network (policies are not enforced): %s", problem)
+    return NoNetworks()

@@ -58,6 +58,7 @@ class SandboxRuntime(Protocol):
         cwd: str,
         env: dict[str, str],
         terminal: TerminalSize | None,
+        netns: str | None = None,
     ) -> Launch: ...
 
     def translate_exit(self, status: ExitStatus) -> ExitStatus: ...
@@ -104,6 +105,7 @@ class HostRuntime:
         cwd: str,
         env: dict[str, str],
         terminal: TerminalSize | None,
+        netns: str | None = None,
     ) -> Launch:
         path = sandbox_path(cwd)
         if path == WORKSPACE or path.startswith(WORKSPACE + "/"):
@@ -131,6 +133,7 @@ class BwrapRuntime:
         cwd: str,
         env: dict[str, str],
         terminal: TerminalSize | None,
+        netns: str | None = None,
     ) -> Launch:
         wrapped = [
             self._env, f"--ignore-signal={_SHIELDED_SIGNALS}",
@@ -148,6 +151,8 @@ class BwrapRuntime:
             self._env, f"--default-signal={_SHIELDED_SIGNALS}",
             *argv,
         ]
+        if netns:
+            wrapped = join_netns(netns, wrapped)
         # bwrap passes its own environment through to the command.
         return Launch(argv=wrapped, cwd=workspace_dir, env=dict(env), terminal=terminal)
 
@@ -157,6 +162,16 @@ class BwrapRuntime:
             if _SIGNAL_EXIT_BASE < code <= _SIGNAL_EXIT_BASE + _MAX_SIGNAL:
                 return ExitStatus(exit_code=-1, signal=code - _SIGNAL_EXIT_BASE)
         return status
+
+
+def join_netns(netns: str, argv: list[str]) -> list[str]:
+    """Network isolation (issue 12): the sandbox's network namespace (infra/netns.py) is
+    joined first, before bwrap starts and before any privilege is dropped, so bwrap and the
+    command inherit it. bwrap must not share the host's network, and ``--unshare-net`` alone
+    would give an empty namespace without egress. nsenter enters only a network namespace
+    here, so it execs without forking: the pid and process group stay those of the attempt.
+    Meant to become one field of the per-sandbox launch context of the isolation work."""
+    return ["/usr/bin/nsenter", f"--net={netns}", "--", *argv]
 
 
 def _system_binds() -> list[str]:

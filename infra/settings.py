@@ -19,6 +19,7 @@ class Settings:
     data_dir: Path = Path(".")
     token: str = ""
     runtime: str = "bwrap"
+    network: str = "auto"  # netns | host | auto (netns when root with bwrap; see infra/netns.py)
 
     @property
     def is_loopback(self) -> bool:

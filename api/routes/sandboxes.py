@@ -8,6 +8,8 @@ import re
 
 from sanic import Blueprint, Request
 
+from domain.model.network import NetworkPolicyError, normalize_policy
+
 from ..errors import ApiError
 from ..schemas import ok, parse_json, render_claim, render_sandbox
 
@@ -64,6 +66,8 @@ def parse_config(config) -> dict:
         if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
             raise _bad("env_vars must be an object of strings")
         out["env_vars"] = env
+    if config.get("network") is not None:
+        out["network"] = parse_network(config["network"])
     resources = config.get("resources")
     if resources is not None:
         if not isinstance(resources, dict):
@@ -71,6 +75,13 @@ def parse_config(config) -> dict:
         if resources.get("memory") is not None:
             out["resources"] = {"memory": parse_memory(resources["memory"])}
     return out
+
+
+def parse_network(policy) -> dict:
+    try:
+        return normalize_policy(policy)
+    except NetworkPolicyError as exc:
+        raise _bad(str(exc)) from None
 
 
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|K|M|G|T)?$")
@@ -180,6 +191,22 @@ async def update_sandbox(request: Request, sandbox_id: str):
     if merged.get("ttl", 0) > 0 and merged.get("hard_ttl", 0) > 0 and merged["ttl"] > merged["hard_ttl"]:
         raise _bad("ttl must be less than or equal to hard_ttl")
     return ok(render_sandbox(await manager(request).update(sandbox_id, changes)))
+
+
+@bp.get("/<sandbox_id>/network", ctx_action="get_sandbox_network")
+async def get_network(request: Request, sandbox_id: str):
+    """200 SandboxNetworkPolicy; 404 not_found."""
+    return ok(manager(request).network_policy(sandbox_id))
+
+
+@bp.put("/<sandbox_id>/network", ctx_action="update_sandbox_network")
+async def update_network(request: Request, sandbox_id: str):
+    """200 SandboxNetworkPolicy, enforced for new connections before it answers; 400
+    bad_request (malformed, or a rule this server does not enforce); 404; 503 unavailable."""
+    manager(request).sandbox(sandbox_id)
+    policy = parse_network(_object(request))
+    await manager(request).update(sandbox_id, {"network": policy})
+    return ok(manager(request).network_policy(sandbox_id))
 
 
 @bp.post("/<sandbox_id>/pause", ctx_action="pause_sandbox")
