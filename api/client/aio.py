@@ -26,9 +26,9 @@ class AsyncClient(SandboxOps, SessionOps):
     """``await client.get_session(sb, sid)``; ``async for event in client.iter_events(...)``."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None, data_dir=None) -> None:
         self.url = base_url(url)
-        self.headers = auth_headers(token)
+        self.headers = auth_headers(token, self.url, data_dir)
         self._http = httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=timeout,
                                        transport=transport)
         self.aero = AsyncAeroClient(self)
@@ -83,7 +83,7 @@ class AsyncClient(SandboxOps, SessionOps):
         except InvalidStatus as exc:
             raise refused(exc, "sandbox0") from None
         except CONNECT_FAILURES as exc:
-            raise TransportError(f"websocket connect failed: {exc}", ambiguous=False) from exc
+            raise TransportError(f"websocket connect to {url} failed: {exc}", ambiguous=False) from exc
         return AsyncSessionSocket(connection)
 
 
@@ -102,7 +102,7 @@ class AsyncAeroClient(AeroOps):
         except InvalidStatus as exc:
             raise refused(exc, "aero") from None
         except CONNECT_FAILURES as exc:
-            raise TransportError(f"websocket connect failed: {exc}", ambiguous=False) from exc
+            raise TransportError(f"websocket connect to {url} failed: {exc}", ambiguous=False) from exc
         return AsyncAeroAttach(connection)
 
 

@@ -1,9 +1,11 @@
 """``sessionctl``: the command line over ``api.client`` (run ``sessionctl --help``).
 
-Exit codes (stable, for scripts): 0 ok, 1 other error, 2 usage, 3 not found,
-4 conflict, 5 invalid request, 6 unauthorized/forbidden, 7 cursor expired,
+Exit codes (stable, for scripts; the table is in ``--help``): 0 ok, 1 other error, 2 usage,
+3 not found, 4 conflict, 5 invalid request, 6 unauthorized/forbidden, 7 cursor expired,
 8 unavailable or unreachable, 9 rate limited, 10 server error, 130 interrupted.
 Errors go to stderr on one line: ``sessionctl: <code> (<status>): <message>``.
+
+Start-up time matters (a script calls it in loops): only what a verb needs is imported.
 """
 from __future__ import annotations
 
@@ -11,11 +13,15 @@ import json
 import os
 import sys
 
-from . import errors as e
-from .cli_output import event_line, print_json, render
-from .cli_parser import build_parser
-from .cli_spec import SpecError, build_spec, load_spec_file
-from .sync import DEFAULT_URL, Client
+# httpx imports its own command line (click, rich, pygments: about 60 ms) whenever those
+# happen to be installed; we never use it, and httpx falls back to a stub without it.
+sys.modules.setdefault("httpx._main", None)
+
+from . import errors as e  # noqa: E402  (after the line above, on purpose)
+from .cli_output import event_line, print_json, render  # noqa: E402
+from .cli_parser import build_parser  # noqa: E402
+from .cli_spec import SpecError, build_spec, load_spec_file  # noqa: E402
+from .sync import Client  # noqa: E402
 
 EXIT = {"ok": 0, "error": 1, "usage": 2, "not_found": 3, "conflict": 4, "invalid": 5, "auth": 6,
         "expired": 7, "unavailable": 8, "rate_limited": 9, "server": 10, "interrupted": 130}
@@ -165,7 +171,10 @@ def session_events(c: Client, args) -> int:
 
 def session_attach(c: Client, args) -> int:
     from .cli_attach import attach
-    return attach(c, args.sandbox, args.session)
+    if args.tail is not None and args.tail < 0:
+        raise UsageError("--tail needs a number of bytes >= 0")
+    return attach(c, args.sandbox, args.session, replay="none" if args.no_replay else "all",
+                  tail_bytes=args.tail)
 
 
 def parse(parser, argv: list[str]):
@@ -179,15 +188,27 @@ def parse(parser, argv: list[str]):
     return parser.parse_args(argv)
 
 
+def version() -> str:
+    from importlib import metadata
+    try:
+        return metadata.version("session-supervisor")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser(sys.modules[__name__])
     args = parse(parser, sys.argv[1:] if argv is None else list(argv))
-    args.url = getattr(args, "url", None) or os.environ.get("SESSIOND_URL") or DEFAULT_URL
-    token = getattr(args, "token", None)
-    args.token = token if token is not None else os.environ.get("SESSIOND_TOKEN", "")
+    if args.version:
+        sys.stdout.write(f"sessionctl {version()}\n")
+        return EXIT["ok"]
+    if args.noun is None:
+        parser.error("choose sandbox or session (see sessionctl --help)")
     args.output = getattr(args, "output", None) or "table"
     try:
-        with Client(args.url, args.token) as client:
+        # url None: SESSIOND_URL or the default; token None: SESSIOND_TOKEN or a local token file.
+        with Client(getattr(args, "url", None), getattr(args, "token", None),
+                    data_dir=getattr(args, "data_dir", None)) as client:
             return args.handler(client, args)
     except (UsageError, SpecError) as error:
         parser.error(str(error))
