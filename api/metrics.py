@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram,
+                               disable_created_metrics, generate_latest)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from sanic import HTTPResponse, Request
 
@@ -105,6 +106,7 @@ def _dir_bytes(path) -> int:
 
 
 def install_metrics(app, container) -> None:
+    disable_created_metrics()  # the *_created series double the output and nobody graphs them
     registry = CollectorRegistry(auto_describe=False)
     container.observers.append(JournalCounters(registry))
     registry.register(LiveState(container))
