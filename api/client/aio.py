@@ -18,7 +18,7 @@ from .events import (DEFAULT_RECONNECT_TIMEOUT_S, SSE_READ_TIMEOUT_S, STREAM_HEA
                      Resume, SSEParser, stream_params)
 from .models import Event, InputResult
 from .operations import Call, SandboxOps, SessionOps, finish, session_path
-from .sync import auth_headers, base_url, wrap_transport
+from .sync import auth_headers, base_url, tls_verify, wrap_transport
 from .ws import CONNECT_FAILURES, AsyncAeroAttach, AsyncSessionSocket, refused, ws_url
 
 
@@ -30,7 +30,7 @@ class AsyncClient(SandboxOps, SessionOps):
         self.url = base_url(url)
         self.headers = auth_headers(token, self.url, data_dir)
         self._http = httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=timeout,
-                                       transport=transport)
+                                       transport=transport, verify=tls_verify(self.url))
         self.aero = AsyncAeroClient(self)
 
     async def _run(self, call: Call):

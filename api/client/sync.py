@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import time
 
 import httpx
@@ -29,6 +30,15 @@ def auth_headers(token: str | None, url: str = DEFAULT_URL, data_dir=None) -> di
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
+def tls_verify(url: str):
+    """What httpx should verify TLS with. httpx loads the CA bundle for every client, about
+    100 ms, even for a plain-http URL that never uses it; there a context that verifies but
+    trusts nothing is enough (it would fail closed, never open, if TLS were ever attempted)."""
+    if url.startswith("https://"):
+        return True
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED and check_hostname by default
+
+
 def wrap_transport(exc: httpx.TransportError) -> TransportError:
     # A connect failure never reached the server; anything later might have.
     ambiguous = not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout))
@@ -47,7 +57,7 @@ class Client(SandboxOps, SessionOps):
         self.url = base_url(url)
         self.headers = auth_headers(token, self.url, data_dir)
         self._http = httpx.Client(base_url=self.url, headers=self.headers, timeout=timeout,
-                                  transport=transport)
+                                  transport=transport, verify=tls_verify(self.url))
         self.aero = AeroClient(self)
 
     def _run(self, call: Call):
