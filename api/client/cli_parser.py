@@ -147,11 +147,14 @@ def _create(create) -> None:
     create.add_argument("sandbox", metavar="SB", help="the sandbox id (sb-…)")
     create.add_argument("--name", help="a label shown in lists")
     create.add_argument("--idempotency-key", metavar="K", help="a retry with the same key and spec is safe")
-    create.add_argument("--restart", choices=("never", "on_failure", "always"))
-    create.add_argument("--runtime-recovery", choices=("restart", "stop"))
-    create.add_argument("--readiness", choices=("process", "delay", "output"))
+    create.add_argument("--restart", choices=("never", "on_failure", "always"),
+                        help="restart policy when the process exits")
+    create.add_argument("--runtime-recovery", choices=("restart", "stop"),
+                        help="what to do after a server crash or a sandbox resume")
+    create.add_argument("--readiness", choices=("process", "delay", "output"),
+                        help="when the session counts as ready")
     create.add_argument("--ready-output", metavar="S", help="the bytes that mark it ready")
-    create.add_argument("--cwd", metavar="DIR")
+    create.add_argument("--cwd", metavar="DIR", help="working directory (relative to /workspace)")
     create.add_argument("--env", action="append", default=[], metavar="K=V", help="repeatable")
     create.add_argument("--pty", action="store_true", help="run on a pseudo-terminal")
     create.add_argument("--rows", type=int, help="PTY rows")
