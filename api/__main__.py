@@ -9,8 +9,9 @@ import socket
 import sys
 from pathlib import Path
 
-from infra.settings import Settings, default_data_dir
+from infra.settings import Settings
 
+from .client.local_server import default_data_dir, is_loopback_host
 from .operator_log import LEVELS, configure_logging, set_process_title, startup_line
 
 log = logging.getLogger("sessiond")
@@ -82,7 +83,10 @@ def main(argv: list[str] | None = None) -> None:
     reexec_with_malloc_tuning(argv)
     set_process_title()
     configure_logging(args.log_level, args.access_log)
-    from infra import data_dir
+    if args.no_auth and not is_loopback_host(args.host):
+        fail(f"refusing --no-auth on {args.host}: without a token the server only binds a loopback address "
+             "(drop --no-auth: a token is generated into DATA_DIR/token)")
+    from . import data_dir
     data = args.data_dir.expanduser().resolve()
     try:
         data_dir.prepare(data)
@@ -94,7 +98,6 @@ def main(argv: list[str] | None = None) -> None:
         fail(str(error))
     settings = Settings(host=args.host, port=args.port, data_dir=data, token=token, runtime=args.runtime,
                         token_file=token_file)
-    settings.check()
     serve(settings, access_log=args.access_log)
     os.close(lock_fd)
 

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from sanic import Request
 
-from infra.settings import is_loopback_host
+from .client.local_server import is_loopback_host
 
 from .errors import AEROLVM_PREFIX, aerolvm_error, envelope
 

@@ -14,7 +14,7 @@ from .errors import CursorExpired, ServerError, TransportError, Unavailable
 from .events import (DEFAULT_RECONNECT_TIMEOUT_S, SSE_READ_TIMEOUT_S, STREAM_HEADERS, Backoff,
                      Resume, SSEParser, stream_params)
 from .models import Event, InputResult
-from .local_token import resolve_token
+from .local_server import resolve_token
 from .operations import Call, SandboxOps, SessionOps, finish, session_path
 
 DEFAULT_URL = "http://127.0.0.1:8780"

@@ -15,7 +15,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect as ws_connect
 
-from api.client.local_token import resolve_token
+from api.client.local_server import resolve_token
 from tests.client.test_cli import ROOT
 from tests.helpers import claim_sandbox, create_session, spath
 from tests.serverproc import ServerProcess

@@ -12,7 +12,9 @@ import os
 import secrets
 from pathlib import Path
 
-from .settings import LOCK_FILE_NAME, TOKEN_FILE_NAME
+from .client.local_server import TOKEN_FILE_NAME
+
+LOCK_FILE_NAME = "lock"
 
 
 class DataDirError(Exception):
