@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+DEFAULT_URL = "http://127.0.0.1:8780"
 TOKEN_FILE_NAME = "token"
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
 
@@ -31,6 +32,10 @@ def is_loopback_host(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def base_url(url: str | None) -> str:
+    return (url or os.environ.get("SESSIOND_URL") or DEFAULT_URL).rstrip("/")
 
 
 def data_dir_from(data_dir: str | os.PathLike | None) -> Path:

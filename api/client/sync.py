@@ -1,10 +1,10 @@
 """``Client``: the synchronous client over httpx, and its reconnecting event iterator."""
 from __future__ import annotations
 
-import os
 import socket
 import ssl
 import time
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -14,15 +14,11 @@ from .errors import CursorExpired, ServerError, TransportError, Unavailable
 from .events import (DEFAULT_RECONNECT_TIMEOUT_S, SSE_READ_TIMEOUT_S, STREAM_HEADERS, Backoff,
                      Resume, SSEParser, stream_params)
 from .models import Event, InputResult
-from .local_server import resolve_token
+from .local_server import DEFAULT_URL, base_url, resolve_token
 from .operations import Call, SandboxOps, SessionOps, finish, session_path
 
-DEFAULT_URL = "http://127.0.0.1:8780"
-
-
-def base_url(url: str | None) -> str:
-    return (url or os.environ.get("SESSIOND_URL") or DEFAULT_URL).rstrip("/")
-
+if TYPE_CHECKING:  # imported on first use: see open_websocket
+    from .ws import AeroAttach, SessionSocket
 
 def auth_headers(token: str | None, url: str = DEFAULT_URL, data_dir=None) -> dict:
     """``token=None``: SESSIOND_TOKEN, else (local URL) the token file in the server's data dir."""
