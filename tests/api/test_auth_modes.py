@@ -113,3 +113,15 @@ def test_no_auth_serves_the_cli_without_any_token(open_server):
     claimed = sessionctl(open_server, "sandbox", "claim", "-q")
     assert claimed.returncode == 0, claimed.stderr
     assert sessionctl(open_server, "sandbox", "delete", claimed.stdout.strip()).returncode == 0
+
+
+@pytest.mark.parametrize("host,loopback", [
+    ("127.0.0.1:8780", True), ("localhost", True), ("[::1]:8780", True), ("127.1.2.3", True),
+    ("app.localhost:8780", True), ("LOCALHOST.", True),
+    ("evil.example:8780", False), ("127.0.0.1.nip.io", False),  # rebinding names resolve to 127.0.0.1
+    ("localtest.me", False), ("[::ffff:8.8.8.8]", False), ("0.0.0.0:8780", False), ("", False),
+])
+def test_only_loopback_names_and_addresses_pass_the_host_check(host, loopback):
+    from api.auth import _hostname
+    from api.client.local_server import is_loopback_host
+    assert is_loopback_host(_hostname(host)) is loopback
