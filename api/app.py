@@ -7,12 +7,14 @@ from sanic import Sanic
 from .auth import install_auth
 from .errors import handle_error
 from .gate import install_runtime_gate
+from .metrics import install_metrics
 from .routes import aerolvm, audit, health, journal, sandboxes, sessions, ws
 from .routes import openapi as openapi_route
 
 
 def create_app(container, *, name: str = "sessiond") -> Sanic:
-    app = Sanic(name, dumps=orjson.dumps)
+    # Logging is ours (api/operator_log.py): Sanic's own handlers would print every line twice.
+    app = Sanic(name, dumps=orjson.dumps, configure_logging=False)
     app.config.REQUEST_MAX_SIZE = 256 * 1024 * 1024
     app.config.RESPONSE_TIMEOUT = 24 * 3600  # SSE and WebSocket streams live long
     app.config.REQUEST_TIMEOUT = 120
@@ -25,6 +27,7 @@ def create_app(container, *, name: str = "sessiond") -> Sanic:
     for module in (health, sandboxes, sessions, journal, audit, ws, aerolvm):
         app.blueprint(module.bp)
     app.blueprint(openapi_route.bp)  # GET /api/v1/openapi.json
+    install_metrics(app, container)  # GET /metrics, behind auth
     app.error_handler.add(Exception, handle_error)
 
     @app.before_server_start

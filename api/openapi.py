@@ -87,6 +87,14 @@ def sandbox0_paths() -> dict:
     return {
         "/healthz": {"get": {**operation("healthz", "Liveness", {200: ref("Health")}, errors=(),
                                          tag="health"), "security": []}},
+        "/health": {"get": {**operation("health", "Health in the AeroLVM SDK's shape (no envelope)", {200: {
+            "description": "status, sandbox count, version", "content": _json({
+                "type": "object", "required": ["status", "sandboxes", "version"],
+                "properties": {"status": {"enum": ["ok", "starting"]}, "sandboxes": {"type": "integer"},
+                               "version": {"type": "string"}}})}}, errors=(), tag="health"), "security": []}},
+        "/metrics": {"get": operation("metrics", "Prometheus metrics (text exposition format)", {200: {
+            "description": "text/plain; version=0.0.4", "content": {"text/plain": {"schema": {"type": "string"}}}}},
+            errors=(401,), tag="meta")},
         "/api/v1/openapi.json": {"get": operation("openapi", "This document", {200: {
             "description": "the OpenAPI document", "content": _json({"type": "object"})}}, errors=(401,),
             tag="meta")},
@@ -229,8 +237,8 @@ def document() -> dict:
         "openapi": "3.1.0",
         "info": {"title": "Session supervisor", "version": "0.1.0",
                  "description": "Sandbox0-compatible sandbox and session API under /api/v1, and the "
-                                "AeroLVM-compatible facade under /v1. Contracts: sandbox0-sessions.md, "
-                                "sandbox0-sandboxes.md, aerolvm-sessions.md."},
+                                "AeroLVM-compatible facade under /v1 (the official sandbox0 and "
+                                "aerolvm-sdk clients work unmodified)."},
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
         "tags": [{"name": n} for n in ("sandboxes", "sessions", "aerolvm", "health", "meta")],

@@ -112,8 +112,10 @@ class SandboxService(JournalViews):
             existing_id = self.supervisor.creation_keys.get(key) if key else None
             if existing_id is not None:
                 existing = self.supervisor.sessions.get(existing_id)
-                if existing is None or existing_id in self.deleting or existing.spec != spec:
-                    raise SessionExistsError()
+                if existing is None or existing_id in self.deleting:
+                    raise SessionExistsError(key, existing_id, "(deleted)")
+                if existing.spec != spec:
+                    raise SessionExistsError(key, existing_id)
                 return existing, False
             session_id = session_id_from(self.new_uuid_hex())
             session = Session.create(session_id, self.sandbox_id, spec, key, self.generation,

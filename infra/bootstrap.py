@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable
@@ -48,6 +49,9 @@ class Container:
     pty_runner: object | None = None
     reap: Callable[[int, int], object] | None = None
     new_uuid_hex: Callable[[], str] | None = None
+    # Told about every commit: ``committed(events)`` and ``tick_committed(seconds)``
+    # (api/metrics.py). They only count; the write path never waits on them.
+    observers: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.runtime = detect_runtime(self.settings.runtime)
@@ -56,7 +60,8 @@ class Container:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.writer = WriterThread(loop)
-        self.pipeline = CommitPipeline(self.writer, self.clock.now_ns, self._on_committed)
+        self.pipeline = CommitPipeline(TimedSink(self.writer, self._on_tick), self.clock.now_ns,
+                                       self._on_committed)
         base_env = {k: os.environ[k] for k in BASE_ENV_KEYS if k in os.environ}
         base_env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin")
         dirs = SandboxDirectories(self.settings.data_dir)
@@ -73,10 +78,16 @@ class Container:
         if aggregate.id not in sessions:
             return
         supervisor.committed_seq[aggregate.id] = events[-1].originator_version
+        for observer in self.observers:
+            observer.committed(events)
         if self.hub.has_subscribers(aggregate.id):
             self.hub.publish(aggregate.id, [live_record(aggregate.id, event) for event in events])
         if supervisor.on_commit is not None:
             supervisor.on_commit(aggregate)
+
+    def _on_tick(self, seconds: float) -> None:
+        for observer in self.observers:
+            observer.tick_committed(seconds)
 
     async def stop(self) -> None:
         if self.manager is not None:
@@ -105,3 +116,24 @@ def choose_networks(settings: Settings):
     if settings.runtime != "host":  # runtime 'host' already warns that nothing is isolated
         log.warning("sandboxes share the host's network (policies are not enforced): %s", problem)
     return NoNetworks()
+
+
+class TimedSink:
+    """The writer, timing each tick from submit to its durable commit."""
+
+    def __init__(self, writer: WriterThread, on_tick: Callable[[float], None]) -> None:
+        self._writer = writer
+        self._on_tick = on_tick
+
+    def submit(self, tick, done) -> None:
+        started = time.perf_counter()
+
+        def timed(error) -> None:
+            if error is None:
+                self._on_tick(time.perf_counter() - started)
+            done(error)
+
+        self._writer.submit(tick, timed)
+
+    def run_in_writer(self, fn, done) -> None:
+        self._writer.run_in_writer(fn, done)

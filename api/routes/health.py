@@ -1,7 +1,10 @@
 """Liveness: 200 without auth once the server has started its sandboxes."""
 from __future__ import annotations
 
+from importlib import metadata
+
 from sanic import Blueprint, Request
+from sanic.response import json
 
 from ..schemas import ok
 
@@ -12,3 +15,20 @@ bp = Blueprint("health")
 async def healthz(request: Request):
     ready = request.app.ctx.container.manager is not None
     return ok({"status": "ok" if ready else "starting"}, 200 if ready else 503)
+
+
+@bp.get("/health")
+async def health(request: Request):
+    """The AeroLVM SDK's ``health()`` (``GET /health``, no /v1): the facade's bare JSON, no envelope."""
+    manager = request.app.ctx.container.manager
+    ready = manager is not None
+    body = {"status": "ok" if ready else "starting", "sandboxes": len(manager.list()) if ready else 0,
+            "version": server_version()}
+    return json(body, 200 if ready else 503)
+
+
+def server_version() -> str:
+    try:
+        return metadata.version("session-supervisor")
+    except metadata.PackageNotFoundError:  # run from a checkout without pip install
+        return "unknown"

@@ -39,8 +39,12 @@ class ConflictError(DomainError):
 
 
 class SessionExistsError(ConflictError):
-    def __init__(self) -> None:
-        super().__init__("session already exists")
+    """An idempotency key reused with another spec. The message keeps the reference's words
+    first (clients match on them) and then names the key, which is what the caller must change."""
+
+    def __init__(self, key: str = "", session_id: str = "", why: str = "with a different spec") -> None:
+        detail = f": idempotency key {key!r} is bound to session {session_id} {why}" if key else ""
+        super().__init__("session already exists" + detail)
 
 
 class AttemptMismatchError(ConflictError):
