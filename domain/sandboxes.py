@@ -63,9 +63,12 @@ class SandboxManager(RuntimeLifecycle):
         sandbox = supervisor.sandbox
         env = dict(TEMPLATES.get(sandbox.template, {}))
         env.update(sandbox.config.get("env_vars") or {})
+        workspace = self.files.workspace(sandbox_id)
+        # The sandbox's own view of the runtime: its host uid, cgroups and limits (infra.runtime).
+        runtime = self.runtime.isolate(sandbox_id, workspace, sandbox.config)
         service = SandboxService(sandbox_id=sandbox_id, supervisor=supervisor, pipeline=self.pipeline,
                                  hub=self.hub, pipe_runner=self.pipe_runner, pty_runner=self.pty_runner,
-                                 runtime=self.runtime, workspace=self.files.workspace(sandbox_id),
+                                 runtime=runtime, workspace=workspace,
                                  clock=self.clock, new_uuid_hex=self.new_uuid_hex, sandbox_env=env,
                                  base_env=self.base_env)
         service.expiry.start()  # stopped by reconciler.kill_everything when the runtime goes

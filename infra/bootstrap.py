@@ -22,6 +22,7 @@ from .clock import SystemClock
 from .pipe_runner import PipeRunner
 from .pty_runner import PtyRunner
 from .reaper import reap_leftover
+from .isolation_check import protect_from_oom
 from .runtime import detect_runtime
 from .sandbox_dirs import SandboxDirectories
 from .settings import Settings
@@ -48,7 +49,9 @@ class Container:
     new_uuid_hex: Callable[[], str] | None = None
 
     def __post_init__(self) -> None:
-        self.runtime = detect_runtime(self.settings.runtime)
+        self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"))
+        if self.runtime.name == "bwrap":
+            protect_from_oom()  # a sandbox's OOM must end its own processes, never the server
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

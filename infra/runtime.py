@@ -1,5 +1,10 @@
 """Sandbox runtimes: turn (workspace, argv, cwd, env, terminal) into a Launch.
 
+``runtime.isolate(sandbox_id, workspace, config)`` gives each sandbox its own
+``BoundRuntime``; under the hardened bubblewrap runtime that carries a
+``SandboxIsolation`` (unprivileged host uid, cgroups and limits, optional network
+namespace), so every process of the sandbox is started the same way: see ``_CHAIN``.
+
 The session spec speaks of paths inside the sandbox (``/workspace/...``); a
 runtime maps them onto the host and, for bubblewrap, wraps argv so the
 process only sees the workspace plus a read-only system.
@@ -25,13 +30,26 @@ end-of-input (or EIO) instead of dying of SIGHUP.
 """
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 import shutil
+import signal
 import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
 from domain.ports import ExitStatus, Launch, TerminalSize
+
+from .cgroups import Cgroups
+from .isolation import DEFAULT_PIDS_MAX, SandboxIsolation, limits_for, sandbox_uid
+
+log = logging.getLogger(__name__)
+OOM_KILLED = "oom_killed"
+STAGE_DIR = "/run/sessiond/workspace"  # traversable by every uid; a mount point per launch
+_CHAIN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 WORKSPACE = "/workspace"
 _SIGNAL_EXIT_BASE = 128
@@ -49,18 +67,18 @@ class RuntimeUnavailableError(RuntimeError):
 
 
 class SandboxRuntime(Protocol):
+    """What the domain holds per sandbox (``isolate`` returns it): a ``BoundRuntime``."""
+
     name: str
 
-    def launch(
-        self,
-        workspace_dir: str,
-        argv: list[str],
-        cwd: str,
-        env: dict[str, str],
-        terminal: TerminalSize | None,
-    ) -> Launch: ...
+    def launch(self, workspace_dir: str, argv: list[str], cwd: str, env: dict[str, str],
+               terminal: TerminalSize | None, attempt_id: str = "") -> Launch: ...
 
-    def translate_exit(self, status: ExitStatus) -> ExitStatus: ...
+    def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus: ...
+
+    def usage(self) -> dict[str, int]: ...
+
+    def release(self) -> None: ...
 
 
 def build_env(
@@ -97,6 +115,9 @@ class HostRuntime:
 
     name = "host"
 
+    def isolate(self, sandbox_id: str, workspace_dir: str, config: dict) -> "BoundRuntime":
+        return BoundRuntime(self, None)
+
     def launch(
         self,
         workspace_dir: str,
@@ -114,15 +135,90 @@ class HostRuntime:
         return status
 
 
+@dataclass
+class Hardening:
+    """What the hardened launch needs from the host, found once by ``detect_runtime``."""
+
+    bash: str
+    setpriv: str
+    unshare: str
+    mount: str
+    nsenter: str | None
+    seccomp_program: str              # compiled BPF (infra.seccomp_filter)
+    cgroups: Cgroups | None
+    as_root: bool = field(default_factory=lambda: os.geteuid() == 0)
+    pids_max: int = DEFAULT_PIDS_MAX
+    stage_dir: str = STAGE_DIR
+    launch_dir: str = ""               # root-only: each attempt's environment for bwrap --args
+
+    def env_file(self, sandbox_id: str, attempt_id: str) -> str:
+        return os.path.join(self.launch_dir, f"{sandbox_id}.{attempt_id or 'launch'}.env")
+
+    def write_env(self, sandbox_id: str, attempt_id: str, env: dict[str, str]) -> str:
+        path = self.env_file(sandbox_id, attempt_id)
+        args = ["--clearenv"]
+        for key, value in env.items():
+            args += ["--setenv", key, value]
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"".join(arg.encode() + b"\0" for arg in args))
+        return path
+
+    def forget_env(self, sandbox_id: str, attempt_id: str) -> None:
+        try:
+            os.unlink(self.env_file(sandbox_id, attempt_id))
+        except FileNotFoundError:
+            pass
+
+
+# Runs as the server's child, before anything of the tenant, in a mount namespace of its
+# own (``unshare --mount``): join the sandbox's cgroups (so not even a first fork escapes
+# the limits), make the sandbox the OOM killer's choice, bind the workspace onto the
+# staging dir (bwrap runs as the sandbox uid, which cannot traverse the data dir: 0700
+# parents such as /root), close every inherited descriptor (uvloop passes the server's
+# inheritable fds on: one pointing at the data dir would be a way out), open the seccomp
+# program and the session's environment, then exec the rest: [nsenter --net] setpriv
+# (sandbox uid, no_new_privs) env bwrap.
+#
+# The session's environment reaches only the command inside the sandbox: bwrap reads it
+# from fd 12 (``--args``, NUL-separated ``--setenv K V``) and everything before runs with a
+# fixed PATH alone. Spec env such as LD_PRELOAD=/workspace/x.so would otherwise be loaded
+# by these root-run tools. bash runs with --norc -p: with socket stdio (uvloop) Debian's
+# bash would read ~/.bashrc, and BASH_ENV or exported functions must not reach a root shell.
+_CHAIN = r"""
+n=$1; shift
+while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done
+echo 500 2>/dev/null > /proc/self/oom_score_adj
+"$1" --bind "$3" "$4" || exit 125
+for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done
+exec 10<"$2" 12<"$5" || exit 125
+shift 5
+exec "$@"
+"""
 class BwrapRuntime:
-    """bubblewrap: read-only system, the workspace bound at /workspace, own pid namespace."""
+    """bubblewrap: read-only system, the workspace bound at /workspace, own namespaces.
+
+    With ``hardening`` and a ``SandboxIsolation`` the process also runs as the sandbox's
+    unprivileged uid (root only inside its user namespace), in its cgroups, under seccomp.
+    """
 
     name = "bwrap"
 
-    def __init__(self, bwrap_path: str = "/usr/bin/bwrap", env_path: str = "/usr/bin/env") -> None:
+    def __init__(self, bwrap_path: str = "/usr/bin/bwrap", env_path: str = "/usr/bin/env",
+                 hardening: Hardening | None = None) -> None:
         self._bwrap = bwrap_path
         self._env = env_path  # must also resolve inside the sandbox (/usr is bound)
         self._system_args = _system_binds()  # probed once; the host layout does not change
+        self.hardening = hardening
+
+    def isolate(self, sandbox_id: str, workspace_dir: str, config: dict) -> "BoundRuntime":
+        hard = self.hardening
+        if hard is None:
+            return BoundRuntime(self, None)
+        uid = sandbox_uid(sandbox_id, workspace_dir) if hard.as_root else None
+        limits = limits_for(config, hard.pids_max)
+        cgroup = hard.cgroups.create(sandbox_id, limits) if hard.cgroups is not None else None
+        return BoundRuntime(self, SandboxIsolation(sandbox_id, uid, limits, cgroup))
 
     def launch(
         self,
@@ -131,13 +227,28 @@ class BwrapRuntime:
         cwd: str,
         env: dict[str, str],
         terminal: TerminalSize | None,
+        *,
+        isolation: SandboxIsolation | None = None,
+        attempt_id: str = "",
     ) -> Launch:
+        hard = self.hardening
+        if hard is None or isolation is None:
+            bind = ["--bind", workspace_dir, WORKSPACE]
+            prefix: list[str] = []
+            outer_env = dict(env)
+        else:
+            bind = ["--bind", hard.stage_dir, WORKSPACE, "--args", "12"]
+            env_file = hard.write_env(isolation.sandbox_id, attempt_id, env)
+            prefix = self._chain(hard, isolation, workspace_dir, attempt_id, env_file)
+            outer_env = {"PATH": _CHAIN_PATH}
         wrapped = [
+            *prefix,
             self._env, f"--ignore-signal={_SHIELDED_SIGNALS}",
             self._bwrap,
+            *(self._namespace_args(isolation) if hard else []),
             *self._system_args,
             "--dir", WORKSPACE,
-            "--bind", workspace_dir, WORKSPACE,
+            *bind,
             "--dev", "/dev",
             "--proc", "/proc",
             "--tmpfs", "/tmp",
@@ -149,14 +260,83 @@ class BwrapRuntime:
             *argv,
         ]
         # bwrap passes its own environment through to the command.
-        return Launch(argv=wrapped, cwd=workspace_dir, env=dict(env), terminal=terminal)
+        return Launch(argv=wrapped, cwd=workspace_dir, env=outer_env, terminal=terminal)
 
-    def translate_exit(self, status: ExitStatus) -> ExitStatus:
+    @staticmethod
+    def _namespace_args(isolation: SandboxIsolation | None) -> list[str]:
+        # No --disable-userns: it nests a second user namespace, so uid_map would read "0 0 1"
+        # inside; seccomp refuses new namespaces instead.
+        args = ["--unshare-user", "--uid", "0", "--gid", "0",
+                "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL"]
+        if isolation is not None:
+            args += ["--hostname", isolation.sandbox_id, "--seccomp", "10"]
+        return args
+
+    @staticmethod
+    def _chain(hard: Hardening, isolation: SandboxIsolation, workspace_dir: str, attempt_id: str,
+               env_file: str) -> list[str]:
+        joins = isolation.cgroup.join_files(attempt_id) if isolation.cgroup is not None else []
+        chain = [hard.unshare, "--mount", "--propagation", "private", hard.bash, "--norc", "-p", "-c",
+                 _CHAIN, "sandbox-init", str(len(joins)), *joins,
+                 hard.mount, hard.seccomp_program, workspace_dir, hard.stage_dir, env_file]
+        if isolation.netns_path and hard.nsenter:
+            chain += [hard.nsenter, f"--net={isolation.netns_path}"]
+        chain.append(hard.setpriv)
+        if isolation.uid is not None:
+            chain += [f"--reuid={isolation.uid}", f"--regid={isolation.uid}", "--clear-groups"]
+        return chain + ["--no-new-privs"]
+
+    def translate_exit(self, status: ExitStatus, *, isolation: SandboxIsolation | None = None,
+                       attempt_id: str = "") -> ExitStatus:
         code = status.exit_code
         if status.signal is None and code is not None:
             if _SIGNAL_EXIT_BASE < code <= _SIGNAL_EXIT_BASE + _MAX_SIGNAL:
-                return ExitStatus(exit_code=-1, signal=code - _SIGNAL_EXIT_BASE)
+                status = ExitStatus(exit_code=-1, signal=code - _SIGNAL_EXIT_BASE)
+        if isolation is not None and self.hardening is not None:
+            self.hardening.forget_env(isolation.sandbox_id, attempt_id)
+        if isolation is not None and isolation.cgroup is not None and attempt_id:
+            killed = isolation.cgroup.oom_kills(attempt_id)
+            isolation.cgroup.forget_attempt(attempt_id)  # busy while the last tasks die: release() ends it
+            if killed and status.signal == signal.SIGKILL:
+                status = ExitStatus(exit_code=status.exit_code, signal=status.signal, reason=OOM_KILLED)
         return status
+
+
+class BoundRuntime:
+    """One sandbox's view of a runtime: every launch and exit carries its isolation."""
+
+    def __init__(self, runtime: "HostRuntime | BwrapRuntime", isolation: SandboxIsolation | None) -> None:
+        self.runtime = runtime
+        self.isolation = isolation
+        self.name = runtime.name
+
+    def launch(self, workspace_dir: str, argv: list[str], cwd: str, env: dict[str, str],
+               terminal: TerminalSize | None, attempt_id: str = "") -> Launch:
+        if self.isolation is None:
+            return self.runtime.launch(workspace_dir, argv, cwd, env, terminal)
+        return self.runtime.launch(workspace_dir, argv, cwd, env, terminal,
+                                   isolation=self.isolation, attempt_id=attempt_id)
+
+    def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus:
+        if self.isolation is None:
+            return self.runtime.translate_exit(status)
+        return self.runtime.translate_exit(status, isolation=self.isolation, attempt_id=attempt_id)
+
+    def usage(self) -> dict[str, int]:
+        cgroup = self.isolation.cgroup if self.isolation else None
+        return cgroup.usage() if cgroup is not None else {}
+
+    def release(self) -> None:
+        """The runtime is gone: kill anything left in its cgroups and remove them."""
+        cgroup = self.isolation.cgroup if self.isolation else None
+        if cgroup is None:
+            return
+        for _ in range(50):
+            cgroup.kill_all()
+            if cgroup.remove():
+                return
+            time.sleep(0.02)  # killed tasks leave their cgroup a moment after the signal
+        log.warning("sandbox %s: cgroups still busy after the release", self.isolation.sandbox_id)
 
 
 def _system_binds() -> list[str]:
@@ -171,12 +351,20 @@ def _system_binds() -> list[str]:
     return args
 
 
-def detect_runtime(name: str) -> HostRuntime | BwrapRuntime:
-    """Build the runtime called ``name`` ("host" or "bwrap"), checking it works here."""
+
+def detect_runtime(name: str, work_dir: str | None = None) -> HostRuntime | BwrapRuntime:
+    """Build the runtime called ``name`` ("host" or "bwrap"), checking it works here.
+
+    "bwrap" is the hardened runtime: ``infra.isolation_check`` says precisely what the host
+    lacks, and starts one trial sandbox, before the server accepts any work. ``work_dir``
+    holds the compiled seccomp program (a private temporary directory when not given).
+    """
     if name == "host":
         return HostRuntime()
     if name != "bwrap":
         raise ValueError(f"unknown sandbox runtime {name!r} (expected 'host' or 'bwrap')")
+    from . import isolation_check  # it builds on this module
+
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise RuntimeUnavailableError("sandbox runtime 'bwrap' requested but bwrap is not on PATH")
@@ -185,20 +373,12 @@ def detect_runtime(name: str) -> HostRuntime | BwrapRuntime:
         raise RuntimeUnavailableError(
             "sandbox runtime 'bwrap' needs GNU env with --ignore-signal (coreutils >= 8.31)"
         )
-    try:
-        trial = subprocess.run(
-            [bwrap, "--ro-bind", "/", "/", "true"],
-            capture_output=True, timeout=10, check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise RuntimeUnavailableError(f"bwrap trial run failed: {exc}") from exc
-    if trial.returncode != 0:
-        detail = trial.stderr.decode(errors="replace").strip()
-        raise RuntimeUnavailableError(
-            f"bwrap cannot create a sandbox here (exit {trial.returncode}): {detail}"
-            " (user namespaces disabled, or bwrap not setuid?)"
-        )
-    return BwrapRuntime(os.path.abspath(bwrap), os.path.abspath(env))
+    if work_dir is None:
+        work_dir = tempfile.mkdtemp(prefix="sessiond-runtime-")
+    runtime = BwrapRuntime(os.path.abspath(bwrap), os.path.abspath(env),
+                           hardening=isolation_check.prepare_hardening(work_dir))
+    isolation_check.check_sandbox(runtime, work_dir)
+    return runtime
 
 
 def _env_has_signal_options(env: str) -> bool:
