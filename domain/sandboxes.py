@@ -36,6 +36,7 @@ class SandboxFiles(Protocol):
     def workspace(self, sandbox_id: str) -> str: ...
     def open_store(self, sandbox_id: str) -> SessionSupervisor: ...
     def remove(self, sandbox_id: str) -> None: ...
+    def usage(self, sandbox_id: str) -> dict[str, int]: ...
 
 
 class SandboxManager(RuntimeLifecycle):
@@ -129,6 +130,15 @@ class SandboxManager(RuntimeLifecycle):
         if parked is None:
             raise SandboxNotFoundError()
         return parked
+
+    async def usage(self, sandbox_id: str) -> dict[str, int]:
+        """Workspace disk use, and while running the cgroups' memory and process counts."""
+        self.sandbox(sandbox_id)
+        usage = await asyncio.to_thread(self.files.usage, sandbox_id)
+        service = self.services.get(sandbox_id)
+        if service is not None:
+            usage.update(service.runtime.usage())
+        return usage
 
     def service_for(self, sandbox_id: str) -> SandboxService:
         service = self.services.get(sandbox_id)
