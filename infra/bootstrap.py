@@ -23,7 +23,7 @@ from .pipe_runner import PipeRunner
 from .pty_runner import PtyRunner
 from .reaper import reap_leftover
 from .isolation_check import protect_from_oom
-from .runtime import detect_runtime
+from .runtime import RuntimeUnavailableError, detect_runtime
 from .sandbox_dirs import SandboxDirectories
 from .settings import Settings
 from .writer import WriterThread
@@ -49,7 +49,10 @@ class Container:
     new_uuid_hex: Callable[[], str] | None = None
 
     def __post_init__(self) -> None:
-        self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"))
+        try:
+            self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"))
+        except RuntimeUnavailableError as exc:  # one precise line, not a traceback (as Settings.check)
+            raise SystemExit(f"sessiond: {exc}") from None
         if self.runtime.name == "bwrap":
             protect_from_oom()  # a sandbox's OOM must end its own processes, never the server
 
