@@ -1,7 +1,7 @@
 """Run the benchmark suite: ``python -m tests.bench`` (full) or ``--smoke`` (seconds, CI).
 
 Each benchmark prints its figures with the baselines measured in the same run and the
-ratios between them. ``--only pipe,pty,echo,sessions,replay,restart`` picks some;
+ratios between them. ``--only pipe,pty,echo,sessions,replay,restart,start`` picks some;
 ``--json FILE`` also writes every run's numbers.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import bench_echo, bench_ingest, bench_replay, bench_restart, bench_sessions
+from . import bench_echo, bench_ingest, bench_replay, bench_restart, bench_sandbox_start, bench_sessions
 from .common import MIB
 
 
@@ -35,16 +35,17 @@ class Sizes:
     restart_sessions: int
     restart_short: int
     restart_long: int
+    start_rounds: int
     install: bool  # may pip-install supervisor into the bench cache
     extras: bool  # incompressible ingest, full-replay restart
 
 
 FULL = Sizes(pipe_bytes=1024 * MIB, pty_bytes=64 * MIB, runs=3, echo_count=1000, echo_warmup=100,
              sessions=1000, replay_bytes=64 * MIB, restart_sessions=1000, restart_short=16,
-             restart_long=1024, install=True, extras=True)
+             restart_long=1024, start_rounds=200, install=True, extras=True)
 SMOKE = Sizes(pipe_bytes=16 * MIB, pty_bytes=2 * MIB, runs=1, echo_count=30, echo_warmup=5,
               sessions=20, replay_bytes=2 * MIB, restart_sessions=10, restart_short=4,
-              restart_long=64, install=False, extras=False)
+              restart_long=64, start_rounds=5, install=False, extras=False)
 
 BENCHMARKS = {
     "pipe": lambda w, s: bench_ingest.pipe_ingest(w, s.pipe_bytes, s.runs, s.install, s.extras),
@@ -54,6 +55,7 @@ BENCHMARKS = {
     "replay": lambda w, s: bench_replay.replay(w, s.replay_bytes, s.runs),
     "restart": lambda w, s: bench_restart.restart_cost(w, s.restart_sessions, s.restart_short,
                                                        s.restart_long, s.runs, s.extras),
+    "start": lambda w, s: bench_sandbox_start.sandbox_start(w, s.start_rounds),
 }
 
 
