@@ -50,7 +50,8 @@ class Container:
 
     def __post_init__(self) -> None:
         try:
-            self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"))
+            self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
+                                          pids_max=self.settings.sandbox_pids_max)
         except RuntimeUnavailableError as exc:  # one precise line, not a traceback (as Settings.check)
             raise SystemExit(f"sessiond: {exc}") from None
         if self.runtime.name == "bwrap":

@@ -16,7 +16,8 @@ import tempfile
 from pathlib import Path
 
 from .cgroups import Cgroups
-from .runtime import STAGE_DIR, BwrapRuntime, Hardening, RuntimeUnavailableError
+from .launch_chain import STAGE_DIR, Hardening
+from .runtime import BwrapRuntime, RuntimeUnavailableError
 
 REQUIRED_CONTROLLERS = ("memory", "pids")
 # Joining the cgroups happens before bwrap; a failure there ends the trial with exit 125.

@@ -3,7 +3,7 @@
 ``runtime.isolate(sandbox_id, workspace, config)`` gives each sandbox its own
 ``BoundRuntime``; under the hardened bubblewrap runtime that carries a
 ``SandboxIsolation`` (unprivileged host uid, cgroups and limits, optional network
-namespace), so every process of the sandbox is started the same way: see ``_CHAIN``.
+namespace), so every process of the sandbox is started the same way: see ``infra.launch_chain``.
 
 The session spec speaks of paths inside the sandbox (``/workspace/...``); a
 runtime maps them onto the host and, for bubblewrap, wraps argv so the
@@ -38,18 +38,15 @@ import signal
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
 from domain.ports import ExitStatus, Launch, TerminalSize
 
-from .cgroups import Cgroups
 from .isolation import DEFAULT_PIDS_MAX, SandboxIsolation, limits_for, sandbox_uid
+from .launch_chain import CHAIN_PATH, Hardening, chain_argv
 
 log = logging.getLogger(__name__)
 OOM_KILLED = "oom_killed"
-STAGE_DIR = "/run/sessiond/workspace"  # traversable by every uid; a mount point per launch
-_CHAIN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 WORKSPACE = "/workspace"
 _SIGNAL_EXIT_BASE = 128
@@ -135,66 +132,6 @@ class HostRuntime:
         return status
 
 
-@dataclass
-class Hardening:
-    """What the hardened launch needs from the host, found once by ``detect_runtime``."""
-
-    bash: str
-    setpriv: str
-    unshare: str
-    mount: str
-    nsenter: str | None
-    seccomp_program: str              # compiled BPF (infra.seccomp_filter)
-    cgroups: Cgroups | None
-    as_root: bool = field(default_factory=lambda: os.geteuid() == 0)
-    pids_max: int = DEFAULT_PIDS_MAX
-    stage_dir: str = STAGE_DIR
-    launch_dir: str = ""               # root-only: each attempt's environment for bwrap --args
-
-    def env_file(self, sandbox_id: str, attempt_id: str) -> str:
-        return os.path.join(self.launch_dir, f"{sandbox_id}.{attempt_id or 'launch'}.env")
-
-    def write_env(self, sandbox_id: str, attempt_id: str, env: dict[str, str]) -> str:
-        path = self.env_file(sandbox_id, attempt_id)
-        args = ["--clearenv"]
-        for key, value in env.items():
-            args += ["--setenv", key, value]
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(b"".join(arg.encode() + b"\0" for arg in args))
-        return path
-
-    def forget_env(self, sandbox_id: str, attempt_id: str) -> None:
-        try:
-            os.unlink(self.env_file(sandbox_id, attempt_id))
-        except FileNotFoundError:
-            pass
-
-
-# Runs as the server's child, before anything of the tenant, in a mount namespace of its
-# own (``unshare --mount``): join the sandbox's cgroups (so not even a first fork escapes
-# the limits), make the sandbox the OOM killer's choice, bind the workspace onto the
-# staging dir (bwrap runs as the sandbox uid, which cannot traverse the data dir: 0700
-# parents such as /root), close every inherited descriptor (uvloop passes the server's
-# inheritable fds on: one pointing at the data dir would be a way out), open the seccomp
-# program and the session's environment, then exec the rest: [nsenter --net] setpriv
-# (sandbox uid, no_new_privs) env bwrap.
-#
-# The session's environment reaches only the command inside the sandbox: bwrap reads it
-# from fd 12 (``--args``, NUL-separated ``--setenv K V``) and everything before runs with a
-# fixed PATH alone. Spec env such as LD_PRELOAD=/workspace/x.so would otherwise be loaded
-# by these root-run tools. bash runs with --norc -p: with socket stdio (uvloop) Debian's
-# bash would read ~/.bashrc, and BASH_ENV or exported functions must not reach a root shell.
-_CHAIN = r"""
-n=$1; shift
-while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done
-echo 500 2>/dev/null > /proc/self/oom_score_adj
-"$1" --bind "$3" "$4" || exit 125
-for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done
-exec 10<"$2" 12<"$5" || exit 125
-shift 5
-exec "$@"
-"""
 class BwrapRuntime:
     """bubblewrap: read-only system, the workspace bound at /workspace, own namespaces.
 
@@ -239,8 +176,8 @@ class BwrapRuntime:
         else:
             bind = ["--bind", hard.stage_dir, WORKSPACE, "--args", "12"]
             env_file = hard.write_env(isolation.sandbox_id, attempt_id, env)
-            prefix = self._chain(hard, isolation, workspace_dir, attempt_id, env_file)
-            outer_env = {"PATH": _CHAIN_PATH}
+            prefix = chain_argv(hard, isolation, workspace_dir, attempt_id, env_file)
+            outer_env = {"PATH": CHAIN_PATH}
         wrapped = [
             *prefix,
             self._env, f"--ignore-signal={_SHIELDED_SIGNALS}",
@@ -271,20 +208,6 @@ class BwrapRuntime:
         if isolation is not None:
             args += ["--hostname", isolation.sandbox_id, "--seccomp", "10"]
         return args
-
-    @staticmethod
-    def _chain(hard: Hardening, isolation: SandboxIsolation, workspace_dir: str, attempt_id: str,
-               env_file: str) -> list[str]:
-        joins = isolation.cgroup.join_files(attempt_id) if isolation.cgroup is not None else []
-        chain = [hard.unshare, "--mount", "--propagation", "private", hard.bash, "--norc", "-p", "-c",
-                 _CHAIN, "sandbox-init", str(len(joins)), *joins,
-                 hard.mount, hard.seccomp_program, workspace_dir, hard.stage_dir, env_file]
-        if isolation.netns_path and hard.nsenter:
-            chain += [hard.nsenter, f"--net={isolation.netns_path}"]
-        chain.append(hard.setpriv)
-        if isolation.uid is not None:
-            chain += [f"--reuid={isolation.uid}", f"--regid={isolation.uid}", "--clear-groups"]
-        return chain + ["--no-new-privs"]
 
     def translate_exit(self, status: ExitStatus, *, isolation: SandboxIsolation | None = None,
                        attempt_id: str = "") -> ExitStatus:
@@ -352,7 +275,8 @@ def _system_binds() -> list[str]:
 
 
 
-def detect_runtime(name: str, work_dir: str | None = None) -> HostRuntime | BwrapRuntime:
+def detect_runtime(name: str, work_dir: str | None = None,
+                   pids_max: int = DEFAULT_PIDS_MAX) -> HostRuntime | BwrapRuntime:
     """Build the runtime called ``name`` ("host" or "bwrap"), checking it works here.
 
     "bwrap" is the hardened runtime: ``infra.isolation_check`` says precisely what the host
@@ -375,8 +299,9 @@ def detect_runtime(name: str, work_dir: str | None = None) -> HostRuntime | Bwra
         )
     if work_dir is None:
         work_dir = tempfile.mkdtemp(prefix="sessiond-runtime-")
-    runtime = BwrapRuntime(os.path.abspath(bwrap), os.path.abspath(env),
-                           hardening=isolation_check.prepare_hardening(work_dir))
+    hardening = isolation_check.prepare_hardening(work_dir)
+    hardening.pids_max = pids_max
+    runtime = BwrapRuntime(os.path.abspath(bwrap), os.path.abspath(env), hardening=hardening)
     isolation_check.check_sandbox(runtime, work_dir)
     return runtime
 

@@ -19,6 +19,7 @@ class Settings:
     data_dir: Path = Path(".")
     token: str = ""
     runtime: str = "bwrap"
+    sandbox_pids_max: int = 1024  # processes per sandbox under the hardened runtime (pids.max)
 
     @property
     def is_loopback(self) -> bool:

@@ -7,7 +7,6 @@ from outside too (nothing appeared in /usr or /etc, nobody else's files changed)
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 from pathlib import Path
 

@@ -10,8 +10,7 @@ import time
 
 import httpx
 
-from tests.helpers import claim_sandbox, create_session, events, ok, output_bytes, run_to_exit, wait_event, \
-    wait_exited, wait_for
+from tests.helpers import claim_sandbox, create_session, events, ok, output_bytes, run_to_exit, wait_event, wait_for
 
 FORK_BOMB = r'''
 import subprocess, time

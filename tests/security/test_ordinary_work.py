@@ -1,7 +1,6 @@
 """Ordinary work still works in the hardened sandbox (issue 11, Build 5)."""
 from __future__ import annotations
 
-import base64
 import shutil
 
 import pytest

@@ -37,3 +37,20 @@ def test_the_check_passes_here_and_starts_one_trial_sandbox(tmp_path):
     assert runtime.hardening is not None
     assert os.path.getsize(runtime.hardening.seccomp_program) > 0
     assert not any(p.name.startswith("check-") for p in tmp_path.iterdir())  # the trial cleaned up
+
+
+def test_the_pids_cap_is_configurable(tmp_path):
+    from infra.runtime import detect_runtime
+
+    runtime = detect_runtime("bwrap", work_dir=str(tmp_path / "rt"), pids_max=64)
+    workspace = tmp_path / "sandboxes" / "sb-pids" / "workspace"
+    workspace.mkdir(parents=True)
+    bound = runtime.isolate("sb-pids", str(workspace), {})
+    try:
+        if bound.isolation.cgroup is None or "pids" not in bound.isolation.cgroup.dirs:
+            import pytest
+            pytest.skip("no pids cgroup controller here")
+        with open(os.path.join(bound.isolation.cgroup.dirs["pids"], "pids.max")) as f:
+            assert f.read().strip() == "64"
+    finally:
+        bound.release()
