@@ -96,3 +96,19 @@ def test_status_reports_the_workspace_disk_usage(hardened, http):
     assert exited["exit_code"] == 0
     usage = ok(http.get(f"/api/v1/sandboxes/{sb}/status"), 200)["resource_usage"]
     assert usage["workspace_bytes"] >= 3_000_000
+
+
+def test_pause_and_resume_keep_the_sandbox_uid_and_its_limits(hardened, http):
+    sb = claim(http, resources={"memory": "256Mi"})
+    uid = (hardened.data_dir / "sandboxes" / sb / "workspace").stat().st_uid
+    sid = create_session(http, sb, {"command": ["sleep", "600"],
+                                    "lifecycle": {"runtime_recovery": "restart"}})["id"]
+    ok(http.post(f"/api/v1/sandboxes/{sb}/pause", json={}), 200)
+    wait_for(lambda: not processes_of(uid), timeout=30, describe="the paused runtime's processes to end")
+    ok(http.post(f"/api/v1/sandboxes/{sb}/resume", json={}), 200)
+    wait_event(http, sb, sid, lambda e: e["type"] == "attempt.started" and e["runtime_generation"] == 2,
+               timeout=30)
+    wait_for(lambda: processes_of(uid), timeout=30, describe="the resumed attempt to run as the same uid")
+    usage = ok(http.get(f"/api/v1/sandboxes/{sb}/status"), 200)["resource_usage"]
+    assert usage["container_memory_limit"] == 256 * 2**20
+    assert (hardened.data_dir / "sandboxes" / sb / "workspace").stat().st_uid == uid
