@@ -12,7 +12,7 @@ a large and growing set of ordinary syscalls, and an allow-list that misses one 
 them in ways that are hard to diagnose. What is refused is the set no sandbox needs and
 that attacks use: kernel modules, kexec, BPF, perf, keyrings, userfaultfd, file handles
 (``open_by_handle_at`` reaches the whole host filesystem), every mount-like call, new
-namespaces, swap, reboot, clock and kernel-log access, and terminal injection. Refusals
+namespaces, swap, reboot, clock and kernel-log access, io_uring, and terminal injection. Refusals
 return EPERM (clone3 returns ENOSYS so glibc falls back to clone, whose flags we can see).
 """
 from __future__ import annotations
@@ -34,6 +34,7 @@ DENIED = (
     "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
     "iopl", "ioperm", "lookup_dcookie", "nfsservctl", "uselib", "vm86", "vm86old",
     "process_madvise", "kcmp",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",  # as Docker's default profile: kernel attack surface
 )
 # clone() flags that make a new namespace: USER, UTS, IPC, PID, NET, NS (mount), CGROUP, TIME.
 _NAMESPACE_FLAGS = (0x10000000, 0x04000000, 0x08000000, 0x20000000, 0x40000000, 0x00020000,

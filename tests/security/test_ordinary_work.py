@@ -22,6 +22,11 @@ printf 'from setuptools import setup\nsetup(name="hello", version="0.1", package
 printf '#include <stdio.h>\nint main(void){puts("compiled");return 0;}\n' > /tmp/c.c
 cc -o /tmp/c /tmp/c.c && /tmp/c
 echo tmp > /tmp/t && cat /tmp/t
+if command -v node >/dev/null; then  # libuv: async fs, a child process, timers (what the agent CLIs use)
+  node -e 'require("fs").promises.readFile("/tmp/t","utf8").then(t => require("child_process").exec("echo node-"+t.trim(), (e,o) => console.log(o.trim())))'
+else
+  echo node-tmp
+fi
 sleep 100 & pid=$!
 ps -e -o pid=,comm= | grep -c sleep
 kill $pid; wait $pid || echo "killed $?"
@@ -34,7 +39,7 @@ def test_git_python_pip_compilers_tmp_ps_and_kill_work_inside(hardened, http):
     exited, out = run_to_exit(http, sb, ["bash", "-c", WORK], timeout=240)
     text = out.decode(errors="replace")
     assert exited["exit_code"] == 0, text
-    for expected in ("python 42", "hello pkg", "compiled", "tmp", "killed 143", "all-done"):
+    for expected in ("python 42", "hello pkg", "compiled", "tmp", "node-tmp", "killed 143", "all-done"):
         assert expected in text, text
 
 
