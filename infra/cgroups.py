@@ -161,6 +161,8 @@ class SandboxCgroup:
         """SIGKILL whatever is left; a freezer stops a fork bomb from outrunning the kills."""
         freezer = self.dirs.get("freezer")
         state = os.path.join(freezer, "freezer.state") if freezer and not self.v2 else None
+        if self.v2 and self.dirs:
+            _try_write(os.path.join(next(iter(self.dirs.values())), "cgroup.kill"), "1")  # Linux 5.14+
         if state:
             _try_write(state, "FROZEN")
         for _ in range(3):

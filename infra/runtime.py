@@ -38,7 +38,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from typing import Mapping, Protocol
+from typing import Callable, Mapping, Protocol
 
 from domain.ports import ExitStatus, Launch, TerminalSize
 
@@ -147,6 +147,9 @@ class BwrapRuntime:
         self._env = env_path  # must also resolve inside the sandbox (/usr is bound)
         self._system_args = _system_binds()  # probed once; the host layout does not change
         self.hardening = hardening
+        # sandbox id -> the network namespace its processes join (e.g. /run/netns/<name>), or
+        # None for the host's; set by whoever owns per-sandbox networking.
+        self.netns_for: Callable[[str], str | None] | None = None
 
     def isolate(self, sandbox_id: str, workspace_dir: str, config: dict) -> "BoundRuntime":
         hard = self.hardening
@@ -155,7 +158,8 @@ class BwrapRuntime:
         uid = sandbox_uid(sandbox_id, workspace_dir) if hard.as_root else None
         limits = limits_for(config, hard.pids_max)
         cgroup = hard.cgroups.create(sandbox_id, limits) if hard.cgroups is not None else None
-        return BoundRuntime(self, SandboxIsolation(sandbox_id, uid, limits, cgroup))
+        netns = self.netns_for(sandbox_id) if self.netns_for is not None else None
+        return BoundRuntime(self, SandboxIsolation(sandbox_id, uid, limits, cgroup, netns_path=netns))
 
     def launch(
         self,
