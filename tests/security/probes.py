@@ -32,6 +32,22 @@ def write(path, data="1"):
         f.write(data)
     return path
 
+def inherited_fds():
+    # Anything beyond stdio that the server or the launch chain left open would be a handle
+    # on the host (a directory fd is enough to walk out of the mount namespace).
+    extra = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink("/proc/self/fd/" + fd)
+        except OSError:
+            continue  # the directory listing's own descriptor, closed by now
+        if int(fd) > 2:
+            extra.append((fd, target))
+    if extra:
+        return repr(extra)
+    raise OSError(errno.EBADF, "none")
+
+attempt("inherited_fds", inherited_fds)  # first, before the probes below open anything
 attempt("remount_usr_rw", lambda: run("mount", "-o", "remount,rw", "/usr"))
 attempt("remount_etc_rw", lambda: run("mount", "-o", "remount,rw", "/etc"))
 attempt("write_usr", lambda: write("/usr/local/share/sessiond-probe"))
@@ -55,6 +71,7 @@ def open_by_handle():
     h = Handle(handle_bytes=8, handle_type=1)
     h.f_handle[0] = 2
     got = libc.open_by_handle_at(fd, ctypes.byref(h), os.O_RDONLY)
+    os.close(fd)
     if got < 0:
         raise OSError(ctypes.get_errno(), "open_by_handle_at")
     return os.listdir("/proc/self/fd/%d" % got)[:5]
@@ -90,6 +107,16 @@ def caps():
         return "CapEff " + eff
     raise OSError(errno.EPERM, "none")
 
+def host_processes():
+    # Host processes (the server runs as host root, unmapped here: uid 65534) must be
+    # invisible, and so must every other sandbox's.
+    pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    foreign = [p for p in pids if os.stat("/proc/" + p).st_uid != os.getuid()]
+    if foreign or len(pids) > 20:
+        return "visible: %d pids, foreign %s" % (len(pids), foreign[:5])
+    raise OSError(errno.ESRCH, "%d_own_pids" % len(pids))
+
+attempt("host_processes", host_processes)
 attempt("host_root_uid", uid_map)
 attempt("capabilities", caps)
 with open("/proc/self/status") as f:

@@ -19,7 +19,8 @@ EXPECTED_REFUSED = (
     "remount_usr_rw", "remount_etc_rw", "write_usr", "write_etc", "name_to_handle_at",
     "open_by_handle_at", "proc_sys_drop_caches", "proc_sys_hostname", "proc_sys_core_pattern",
     "sysrq_trigger", "mount_cgroup2", "mount_cgroup_v1", "mount_proc", "sys_visible", "dmesg",
-    "kmsg", "unshare_user", "unshare_mount", "host_root_uid", "capabilities",
+    "kmsg", "unshare_user", "unshare_mount", "inherited_fds", "host_processes", "host_root_uid",
+    "capabilities",
 )
 
 
