@@ -157,6 +157,16 @@ class SandboxCgroup:
                         found.update(int(line) for line in f if line.strip())
         return found
 
+    def freeze(self, frozen: bool) -> None:
+        """Stop (or restart) every task of the sandbox at once, whatever its process group."""
+        freezer = self.dirs.get("freezer")
+        if freezer is None:
+            return
+        if self.v2:
+            _try_write(os.path.join(freezer, "cgroup.freeze"), "1" if frozen else "0")
+        else:
+            _try_write(os.path.join(freezer, "freezer.state"), "FROZEN" if frozen else "THAWED")
+
     def kill_all(self) -> None:
         """SIGKILL whatever is left; a freezer stops a fork bomb from outrunning the kills."""
         freezer = self.dirs.get("freezer")

@@ -75,6 +75,8 @@ class SandboxRuntime(Protocol):
 
     def usage(self) -> dict[str, int]: ...
 
+    def freeze(self, frozen: bool) -> None: ...
+
     def release(self) -> None: ...
 
 
@@ -252,6 +254,13 @@ class BoundRuntime:
     def usage(self) -> dict[str, int]:
         cgroup = self.isolation.cgroup if self.isolation else None
         return cgroup.usage() if cgroup is not None else {}
+
+    def freeze(self, frozen: bool) -> None:
+        """The pause hook's freeze: with a freezer cgroup no process escapes by forking or by
+        living in another process group (a PTY shell's background jobs)."""
+        cgroup = self.isolation.cgroup if self.isolation else None
+        if cgroup is not None:
+            cgroup.freeze(frozen)
 
     def release(self) -> None:
         """The runtime is gone: kill anything left in its cgroups and remove them."""

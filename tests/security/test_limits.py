@@ -112,3 +112,4 @@ def test_pause_and_resume_keep_the_sandbox_uid_and_its_limits(hardened, http):
     usage = ok(http.get(f"/api/v1/sandboxes/{sb}/status"), 200)["resource_usage"]
     assert usage["container_memory_limit"] == 256 * 2**20
     assert (hardened.data_dir / "sandboxes" / sb / "workspace").stat().st_uid == uid
+
