@@ -67,9 +67,11 @@ def prepare_hardening(work_dir: str) -> Hardening:
                                       + " (use --runtime host to run without isolation)")
     launch_dir = os.path.join(work_dir, "launch")
     os.makedirs(launch_dir, mode=0o700, exist_ok=True)
-    return Hardening(bash=tools["bash"], setpriv=tools["setpriv"], unshare=tools["unshare"],
-                     mount=tools["mount"], nsenter=tools["nsenter"],
-                     seccomp_program=program, cgroups=cgroups, launch_dir=launch_dir)
+    hardening = Hardening(bash=tools["bash"], setpriv=tools["setpriv"], unshare=tools["unshare"],
+                          mount=tools["mount"], nsenter=tools["nsenter"],
+                          seccomp_program=program, cgroups=cgroups, launch_dir=launch_dir)
+    hardening.forget_all_env()  # a crashed server's: its processes read them long ago
+    return hardening
 
 
 def check_sandbox(runtime: BwrapRuntime, work_dir: str) -> None:

@@ -50,6 +50,16 @@ class Hardening:
         except FileNotFoundError:
             pass
 
+    def forget_all_env(self, sandbox_id: str | None = None) -> None:
+        """Attempts that never started (or a crashed server's) leave their files behind."""
+        prefix = f"{sandbox_id}." if sandbox_id else ""
+        for name in os.listdir(self.launch_dir):
+            if name.startswith(prefix) and name.endswith(".env"):
+                try:
+                    os.unlink(os.path.join(self.launch_dir, name))
+                except FileNotFoundError:
+                    pass
+
 
 # Runs as the server's child, before anything of the tenant, in a mount namespace of its
 # own (``unshare --mount``): join the sandbox's cgroups (so not even a first fork escapes

@@ -113,6 +113,7 @@ class HostRuntime:
     """No isolation: /workspace is just an alias for the workspace directory."""
 
     name = "host"
+    hardening = None
 
     def isolate(self, sandbox_id: str, workspace_dir: str, config: dict) -> "BoundRuntime":
         return BoundRuntime(self, None)
@@ -264,6 +265,9 @@ class BoundRuntime:
 
     def release(self) -> None:
         """The runtime is gone: kill anything left in its cgroups and remove them."""
+        hard = self.runtime.hardening
+        if hard is not None and self.isolation is not None:
+            hard.forget_all_env(self.isolation.sandbox_id)
         cgroup = self.isolation.cgroup if self.isolation else None
         if cgroup is None:
             return
