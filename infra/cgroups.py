@@ -43,21 +43,30 @@ def _own_paths() -> dict[str, str]:
     return paths
 
 
-def _mounts() -> dict[str, str]:
-    """controller (or "" for cgroup2) -> mount point, from /proc/self/mountinfo."""
-    found: dict[str, str] = {}
+def _mounts() -> dict[str, tuple[str, str]]:
+    """controller (or "" for cgroup2) -> (mount point, the cgroup it shows), from mountinfo."""
+    found: dict[str, tuple[str, str]] = {}
     with open("/proc/self/mountinfo") as f:
         for line in f:
             left, _, right = line.partition(" - ")
             fstype, _, options = right.split()[:3]
-            point = left.split()[4]
+            fields = left.split()
+            mounted = (fields[4], fields[3])
             if fstype == "cgroup2":
-                found.setdefault("", point)
+                found.setdefault("", mounted)
             elif fstype == "cgroup":
                 for opt in options.split(","):
                     if opt in CONTROLLERS:
-                        found.setdefault(opt, point)
+                        found.setdefault(opt, mounted)
     return found
+
+
+def _path_in(mounted: tuple[str, str], own: str) -> str:
+    """Our cgroup as a directory under the mount (a container may mount a subtree at /)."""
+    point, root = mounted
+    if root != "/" and (own == root or own.startswith(root + "/")):
+        own = own[len(root):] or "/"
+    return point + own
 
 
 def _write(path: str, value: str) -> None:
@@ -230,17 +239,17 @@ class Cgroups:
         bases: dict[str, str] = {}
         for controller in CONTROLLERS:
             if controller in mounts and controller in own:
-                bases[controller] = os.path.join(mounts[controller] + own[controller], _GROUP)
+                bases[controller] = os.path.join(_path_in(mounts[controller], own[controller]), _GROUP)
         if bases or "" not in mounts or "" not in own:
             return cls(bases, v2=False)
-        root = mounts[""]
-        parent = os.path.dirname(own[""].rstrip("/")) or "/"
+        ours = _path_in(mounts[""], own[""]).rstrip("/")
+        parent = ours if own[""] in ("", "/") else os.path.dirname(ours)  # the root may have both
         try:
-            with open(os.path.join(root + parent, "cgroup.subtree_control")) as f:
+            with open(os.path.join(parent, "cgroup.subtree_control")) as f:
                 enabled = f.read().split()
         except OSError:
             enabled = []
-        base = os.path.join(root + parent, _GROUP)
+        base = os.path.join(parent, _GROUP)
         return cls({c: base for c in CONTROLLERS if c in enabled or c == "freezer" and enabled}, v2=True)
 
     def missing(self) -> list[str]:
