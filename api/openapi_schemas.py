@@ -141,7 +141,9 @@ SANDBOXES = {
                        ("sandboxes", "count", "has_more")),
     "SandboxStatus": obj({"sandbox_id": STR, "template_id": STR, "team_id": STR, "user_id": STR,
                           "runtime_id": STR, "status": SANDBOX_STATUS, "claimed_at": STR, "created_at": STR,
-                          "expires_at": nullable(STR), "hard_expires_at": nullable(STR)}),
+                          "expires_at": nullable(STR), "hard_expires_at": nullable(STR),
+                          "resource_usage": obj({"workspace_bytes": INT64, "container_memory_usage": INT64,
+                                                 "container_memory_limit": INT64, "pids": INT64})}),
     # Only CIDR and port rules are enforced; domain, traffic, protocol and credential rules are
     # refused (400) where the mode would enforce them (domain/model/network.py).
     "SandboxNetworkPolicy": obj({"mode": enum("allow-all", "block-all"), "egress": obj({

@@ -38,6 +38,7 @@ class ExitStatus:
 
     exit_code: int | None
     signal: int | None = None
+    reason: str = ""  # set by the runtime when it knows better, e.g. "oom_killed"
 
 
 class StartFailedError(Exception):

@@ -150,7 +150,7 @@ class Reconciler:
     # ---- exits ------------------------------------------------------------------------------
     async def _watch_exit(self, session: Session, live: LiveAttempt) -> None:
         status: ExitStatus = await live.handle.wait_exited()
-        status = self.ctx.translate_exit(status)
+        status = self.ctx.translate_exit(status, live.attempt_id)
         if live.abandoned:
             for task in list(live.tasks):
                 task.cancel()
@@ -163,7 +163,7 @@ class Reconciler:
             if self.live.get(session.id) is live:
                 del self.live[session.id]
             decision = self._record(session, session.record_exit, status.exit_code, status.signal,
-                                    self.ctx.clock.now_ns(), reason=live.exit_reason)
+                                    self.ctx.clock.now_ns(), reason=live.exit_reason or status.reason)
             live.exited.set()
         self._after_exit(session, decision)
 
@@ -240,6 +240,8 @@ class Reconciler:
                 await asyncio.wait_for(live.exited.wait(), KILL_WAIT_S)
             except asyncio.TimeoutError:
                 log.error("attempt %s did not end after SIGKILL", live.attempt_id)
+        # Whatever escaped the process groups (a daemonised grandchild) ends with the cgroups.
+        await asyncio.to_thread(self.ctx.runtime.release)
 
     def terminal_for(self, session: Session) -> TerminalSize | None:
         if not session.is_pty:

@@ -38,6 +38,7 @@ class SandboxFiles(Protocol):
     def workspace(self, sandbox_id: str) -> str: ...
     def open_store(self, sandbox_id: str) -> SessionSupervisor: ...
     def remove(self, sandbox_id: str) -> None: ...
+    def usage(self, sandbox_id: str) -> dict[str, int]: ...
 
 
 class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
@@ -67,9 +68,12 @@ class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
         sandbox = supervisor.sandbox
         env = dict(TEMPLATES.get(sandbox.template, {}))
         env.update(sandbox.config.get("env_vars") or {})
+        workspace = self.files.workspace(sandbox_id)
+        # The sandbox's own view of the runtime: its host uid, cgroups and limits (infra.runtime).
+        runtime = self.runtime.isolate(sandbox_id, workspace, sandbox.config)
         service = SandboxService(sandbox_id=sandbox_id, supervisor=supervisor, pipeline=self.pipeline,
                                  hub=self.hub, pipe_runner=self.pipe_runner, pty_runner=self.pty_runner,
-                                 runtime=self.runtime, workspace=self.files.workspace(sandbox_id),
+                                 runtime=runtime, workspace=workspace,
                                  clock=self.clock, new_uuid_hex=self.new_uuid_hex, sandbox_env=env,
                                  base_env=self.base_env)
         service.expiry.start()  # stopped by reconciler.kill_everything when the runtime goes
@@ -141,6 +145,15 @@ class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
         if parked is None:
             raise SandboxNotFoundError()
         return parked
+
+    async def usage(self, sandbox_id: str) -> dict[str, int]:
+        """Workspace disk use, and while running the cgroups' memory and process counts."""
+        self.sandbox(sandbox_id)
+        usage = await asyncio.to_thread(self.files.usage, sandbox_id)
+        service = self.services.get(sandbox_id)
+        if service is not None:
+            usage.update(service.runtime.usage())
+        return usage
 
     def service_for(self, sandbox_id: str) -> SandboxService:
         service = self.services.get(sandbox_id)

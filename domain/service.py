@@ -83,10 +83,10 @@ class SandboxService(JournalViews):
         if terminal is not None:
             env["TERM"] = spec["io"]["terminal"]["term"]
         return self.runtime.launch(self.workspace, spec["command"], spec.get("cwd", ""), env, terminal,
-                                   netns=self.netns)
+                                   attempt_id=session.attempt_id)
 
-    def translate_exit(self, status):
-        return self.runtime.translate_exit(status)
+    def translate_exit(self, status, attempt_id: str = ""):
+        return self.runtime.translate_exit(status, attempt_id)
 
     def on_attempt_ended(self, session: Session) -> None:
         pass

@@ -25,6 +25,7 @@ from .pipe_runner import PipeRunner
 from .pty_runner import PtyRunner
 from .reaper import reap_leftover
 from .netns import NetnsNetworks, netns_available
+from .isolation_check import protect_from_oom
 from .runtime import RuntimeUnavailableError, detect_runtime
 from .sandbox_dirs import SandboxDirectories
 from .settings import Settings
@@ -54,8 +55,13 @@ class Container:
     observers: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.runtime = detect_runtime(self.settings.runtime)
+        self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
+                                      pids_max=self.settings.sandbox_pids_max)
+        if self.runtime.name == "bwrap":
+            protect_from_oom()  # a sandbox's OOM must end its own processes, never the server
         self.networks = choose_networks(self.settings)
+        if hasattr(self.runtime, "netns_for"):
+            self.runtime.netns_for = self.networks.netns_path  # sessions join their sandbox's netns
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

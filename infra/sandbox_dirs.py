@@ -6,6 +6,7 @@ to them.
 """
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -37,6 +38,17 @@ class SandboxDirectories:
 
     def open_store(self, sandbox_id: str) -> SessionSupervisor:
         return SessionSupervisor(env=store_env(self.state_dir(sandbox_id)))
+
+    def usage(self, sandbox_id: str) -> dict[str, int]:
+        """Disk the workspace takes (allocated blocks, links not followed): no quota, a report."""
+        total = 0
+        for dirpath, dirnames, filenames in os.walk(self.workspace(sandbox_id)):
+            for name in dirnames + filenames:
+                try:
+                    total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+                except OSError:
+                    pass  # removed while we walked
+        return {"workspace_bytes": total}
 
     def remove(self, sandbox_id: str) -> None:
         shutil.rmtree(self.path(sandbox_id), ignore_errors=True)

@@ -14,3 +14,4 @@ class Settings:
     runtime: str = "bwrap"
     network: str = "auto"  # netns | host | auto (netns when root with bwrap; see infra/netns.py)
     token_file: Path | None = None  # where the token came from, when it is the generated one
+    sandbox_pids_max: int = 1024  # processes per sandbox under the hardened runtime (pids.max)

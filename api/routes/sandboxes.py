@@ -170,12 +170,13 @@ async def get_sandbox(request: Request, sandbox_id: str):
 
 @bp.get("/<sandbox_id>/status", ctx_action="get_sandbox_status")
 async def sandbox_status(request: Request, sandbox_id: str):
-    """200 SandboxStatus; 404 not_found."""
+    """200 SandboxStatus (+ resource_usage: workspace_bytes, memory, pids); 404 not_found."""
     sandbox = render_sandbox(manager(request).sandbox(sandbox_id))
     status = {"sandbox_id": sandbox["id"], "template_id": sandbox["template_id"], "team_id": "local",
               "runtime_id": sandbox["runtime_id"], "status": sandbox["status"],
               "claimed_at": sandbox["claimed_at"], "created_at": sandbox["created_at"]}
     status.update({k: sandbox[k] for k in ("expires_at", "hard_expires_at") if k in sandbox})
+    status["resource_usage"] = await manager(request).usage(sandbox_id)
     return ok(status)
 
 
