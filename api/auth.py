@@ -5,6 +5,7 @@ import hmac
 
 from sanic import Request
 
+from .browser import subprotocol_bearer
 from .errors import AEROLVM_PREFIX, aerolvm_error, envelope
 
 PROTECTED_PREFIXES = ("/api/", "/v1/")
@@ -20,6 +21,8 @@ def install_auth(app, token: str) -> None:
         if not request.path.startswith(PROTECTED_PREFIXES):
             return None
         header = request.headers.get("authorization")
+        if not header and (carried := subprotocol_bearer(request)) is not None:
+            header = f"Bearer {carried}"  # a browser's WebSocket (api/browser.py)
         if not header:
             return _unauthorized(request, "missing authorization header")
         scheme, _, value = header.partition(" ")
