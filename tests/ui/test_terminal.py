@@ -38,3 +38,63 @@ def test_typing_in_the_terminal_shows_the_output_in_its_rows(page, ui_server, ap
     type_line(page, "echo hello-browser")
     assert len(wait_row(page, "hello-browser")) == 1
     screenshot(page, tmp_path, "terminal")
+
+
+def size(page) -> tuple[int, int]:
+    element = page.locator("#term-size")
+    return int(element.get_attribute("data-rows")), int(element.get_attribute("data-cols"))
+
+
+def test_resizing_the_viewport_resizes_the_pty_that_stty_reports(page, ui_server, api, sandbox):
+    sid = bash_session(api, sandbox)
+    open_console(page, ui_server, f"#/sandboxes/{sandbox}/sessions/{sid}")
+    page.wait_for_selector("#term-status[data-state=live]")
+    before = size(page)
+    type_line(page, "stty size")
+    wait_row(page, f"{before[0]} {before[1]}")
+
+    page.set_viewport_size({"width": 760, "height": 480})
+    after = wait_for(lambda: size(page) != before and size(page), describe=lambda: size(page))
+    assert after[0] < before[0] and after[1] < before[1], (before, after)
+    type_line(page, "stty size")
+    wait_row(page, f"{after[0]} {after[1]}")
+
+
+def test_a_reload_replays_the_earlier_output_once_and_typing_still_works(page, ui_server, api, sandbox):
+    sid = bash_session(api, sandbox)
+    open_console(page, ui_server, f"#/sandboxes/{sandbox}/sessions/{sid}")
+    page.wait_for_selector("#term-status[data-state=live]")
+    type_line(page, "echo hello-browser")
+    wait_row(page, "hello-browser")
+
+    page.reload()
+    page.wait_for_selector("#term-status[data-state=live]")
+    wait_row(page, r"\$ echo hello-browser")
+    assert len(wait_row(page, "hello-browser")) == 1, rows(page)
+    assert len(wait_row(page, r"\$ echo hello-browser")) == 1, rows(page)
+    type_line(page, "echo after-reload")
+    assert len(wait_row(page, "after-reload")) == 1
+
+
+def test_the_terminal_reconnects_across_a_server_restart_without_duplicate_lines(
+        page, ui_server, api, sandbox, tmp_path):
+    sid = bash_session(api, sandbox)
+    open_console(page, ui_server, f"#/sandboxes/{sandbox}/sessions/{sid}")
+    page.wait_for_selector("#term-status[data-state=live]")
+    type_line(page, "echo hello-browser")
+    wait_row(page, "hello-browser")
+
+    ui_server.kill()  # a crash: the runtime is replaced and the session recovers a new attempt
+    page.wait_for_selector("#term-status[data-state=reconnecting]")
+    ui_server.restart()
+    page.wait_for_selector("#term-status[data-state=live]", timeout=30_000)
+    banner = page.wait_for_selector("#banner .banner-text")
+    assert "runtime generation 1 → 2" in banner.text_content(), banner.text_content()
+    wait_for(lambda: "attempt #2" in banner.text_content(), describe=banner.text_content)
+
+    wait_row(page, r"\$")  # the recovered attempt's bash has printed its prompt
+    type_line(page, "echo after-restart")
+    assert len(wait_row(page, "after-restart")) == 1, rows(page)
+    assert len(wait_row(page, "hello-browser")) == 1, rows(page)
+    assert len(wait_row(page, r"\$ echo hello-browser")) == 1, rows(page)
+    screenshot(page, tmp_path, "terminal-after-restart")
