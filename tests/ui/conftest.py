@@ -25,11 +25,6 @@ CSP_REPORTER = """document.addEventListener('securitypolicyviolation', (e) =>
   console.error(`CSP violation: ${e.violatedDirective} blocked ${e.blockedURI || 'inline'}`));"""
 CSP_MARKERS = re.compile(r"CSP violation|Content Security Policy")
 
-if not Path(CHROMIUM).exists():
-    pytest.skip("chromium is not installed (.ci/run installs it: apt-get install chromium)",
-                allow_module_level=True)
-
-from playwright.sync_api import sync_playwright  # noqa: E402  (after the skip: tests need both)
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +51,10 @@ def sandbox(api):
 
 @pytest.fixture(scope="module")
 def playwright_driver():
+    if not Path(CHROMIUM).exists():
+        pytest.skip("chromium is not installed (.ci/run installs it: apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as driver:
         yield driver
 

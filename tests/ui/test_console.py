@@ -1,0 +1,122 @@
+"""The console's other views in a real browser: sign-in, sandboxes, sessions, pipe log, history."""
+from __future__ import annotations
+
+from tests.helpers import TOKEN, create_session, get_session, ok, spath, wait_for
+
+from .conftest import open_console, screenshot
+
+
+def test_without_the_token_the_page_prompts_and_the_api_answers_401(page, ui_server):
+    statuses = []
+    page.on("response", lambda r: statuses.append((r.url, r.status)) if "/api/v1/" in r.url else None)
+    page.goto(f"{ui_server.url}/ui/")
+    page.wait_for_selector("#token-form")
+    assert (f"{ui_server.url}/api/v1/sandboxes?limit=1", 401) in statuses, statuses
+
+    page.fill("#token-input", "not-the-token")
+    page.click("#token-form button[type=submit]")
+    page.wait_for_selector("#token-form >> text=the server refused this token")
+
+    page.fill("#token-input", TOKEN)
+    page.click("#token-form button[type=submit]")
+    page.wait_for_selector("#sandboxes")
+    assert statuses[-1][1] == 200, statuses
+
+
+def test_the_token_in_the_fragment_is_kept_out_of_the_address_bar_and_of_every_request(page, ui_server, sandbox):
+    requested = []
+    page.on("request", lambda r: requested.append(r.url))
+    open_console(page, ui_server)
+    page.wait_for_selector(f"#sandboxes tr[data-sandbox='{sandbox}']")
+    assert "token" not in page.url
+    assert requested and not [url for url in requested if TOKEN in url], requested
+
+
+def test_the_sandbox_list_shows_status_generation_and_session_count(page, ui_server, api, sandbox):
+    create_session(api, sandbox, {"command": ["sleep", "60"]})
+    open_console(page, ui_server)
+    row = page.locator(f"#sandboxes tr[data-sandbox='{sandbox}']")
+    wait_for(lambda: row.locator("td.count").text_content() == "1", describe=row.text_content)
+    cells = row.locator("td").all_text_contents()
+    assert cells[1:4] == ["default", "running", "1"], cells
+
+
+def test_sessions_are_created_and_driven_from_the_sessions_view(page, ui_server, api, sandbox):
+    open_console(page, ui_server, f"#/sandboxes/{sandbox}")
+    page.fill("#new-name", "from-the-browser")
+    page.fill("#new-argv", '["sh", "-c", "exec sleep 60"]')
+    page.select_option("#new-mode", "pipes")
+    page.click("#create-form button[type=submit]")
+    page.wait_for_selector("#log")
+    sid = page.url.rsplit("/", 1)[1]
+    assert get_session(api, sandbox, sid)["spec"]["name"] == "from-the-browser"
+
+    page.goto(f"{ui_server.url}/ui/#/sandboxes/{sandbox}")
+    row = page.locator(f"#sessions tr[data-session='{sid}']")
+    row.locator(".act-replace-attempt").click()
+    wait_for(lambda: row.locator("td.attempt").text_content() == "2", describe=row.text_content)
+    row.locator(".act-stop").click()
+    wait_for(lambda: row.locator("td.phase").text_content() == "stopped", describe=row.text_content)
+    row.locator(".act-start").click()
+    wait_for(lambda: row.locator("td.attempt").text_content() == "3", describe=row.text_content)
+    row.locator("select.signal").select_option("KILL")
+    row.locator(".act-signal").click()
+    wait_for(lambda: get_session(api, sandbox, sid)["attempt"].get("signal") == "KILL",
+             describe=lambda: get_session(api, sandbox, sid))
+    attempts = ok(api.get(spath(sandbox, sid, "/attempts")), 200)["attempts"]
+    assert [a.get("reason") for a in attempts] == ["attempt_replaced", "desired_state_stopped", "killed"]
+
+
+def test_a_pipe_session_log_shows_stdout_and_marked_stderr_and_takes_input(page, ui_server, api, sandbox):
+    spec = {"command": ["sh", "-c", "echo to-stdout; echo to-stderr >&2; exec cat"]}
+    sid = create_session(api, sandbox, spec)["id"]
+    open_console(page, ui_server, f"#/sandboxes/{sandbox}/sessions/{sid}")
+    page.wait_for_selector("#log .line.stdout .text >> text=to-stdout")
+    stderr = page.wait_for_selector("#log .line.stderr .text >> text=to-stderr")
+    assert stderr.evaluate("e => e.parentElement.querySelector('.tag').textContent") == "err"
+    assert page.locator("#log .line.stderr >> text=to-stdout").count() == 0
+
+    page.fill("#input-line", "typed-in-the-browser")
+    page.press("#input-line", "Enter")
+    page.wait_for_selector("#log .line.stdout .text >> text=typed-in-the-browser")
+    page.click("#send-eof")
+    page.wait_for_selector("#log .line.event >> text=attempt.exited (stopped, exit 0)")
+
+
+def test_the_history_lists_every_attempt_of_a_session_restarted_twice_with_reasons(
+        page, ui_server, api, sandbox, tmp_path):
+    restart = {"policy": "on_failure", "max_restarts": 2, "initial_backoff_ms": 50, "max_backoff_ms": 100}
+    spec = {"command": ["sh", "-c", "echo working; exit 3"], "lifecycle": {"restart": restart}}
+    sid = create_session(api, sandbox, spec)["id"]
+    wait_for(lambda: get_session(api, sandbox, sid)["phase"] == "failed", timeout=20,
+             describe=lambda: get_session(api, sandbox, sid))
+    attempts = ok(api.get(spath(sandbox, sid, "/attempts")), 200)["attempts"]
+    assert get_session(api, sandbox, sid)["restart_count"] == 2 and len(attempts) == 3
+
+    open_console(page, ui_server, f"#/sandboxes/{sandbox}/sessions/{sid}/history")
+    items = page.locator("#timeline li.attempt")
+    wait_for(lambda: items.count() == 3, describe=lambda: page.locator("#timeline").text_content())
+    for item, attempt, started in zip(items.all(), attempts, ["created", "restart_policy", "restart_policy"]):
+        text = item.text_content()
+        assert item.get_attribute("data-attempt") == attempt["id"]
+        assert f"Attempt #{attempt['number']}" in text and "generation 1" in text, text
+        assert f"started: {started}" in text and "crashed, exit code 3" in text, text
+        assert "attempt.starting" in text and "attempt.exited crashed" in text, text
+    assert "session.backoff" in items.nth(0).text_content()
+    assert "session.failed restart_limit_exceeded" in items.nth(2).text_content()
+    screenshot(page, tmp_path, "history")
+
+
+def test_the_history_offers_to_continue_from_the_retained_window_after_a_410(page, ui_server, api, sandbox):
+    spec = {"command": ["head", "-c", "1500000", "/dev/zero"], "event_retention": {"max_bytes": 256 * 1024}}
+    sid = create_session(api, sandbox, spec)["id"]
+    wait_for(lambda: get_session(api, sandbox, sid)["phase"] == "exited", timeout=20)
+    earliest = api.get(spath(sandbox, sid, "/events"), params={"after": 0}).json()["error"]["details"]["earliest"]
+
+    open_console(page, ui_server, f"#/sandboxes/{sandbox}/sessions/{sid}/history")
+    expired = page.wait_for_selector("#journal-expired")
+    assert f"the retained window is seq {earliest}–" in expired.text_content(), expired.text_content()
+    page.click("#continue-from-earliest")
+    window = page.wait_for_selector("#journal-window")
+    assert window.text_content().startswith(f"retained seq {earliest}–"), window.text_content()
+    page.wait_for_selector("#timeline li.attempt >> text=stopped, exit code 0")
