@@ -1,6 +1,12 @@
 """The console's other views in a real browser: sign-in, sandboxes, sessions, pipe log, history."""
 from __future__ import annotations
 
+import base64
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
 from tests.helpers import TOKEN, create_session, get_session, ok, spath, wait_for
 
 from .conftest import open_console, screenshot
@@ -120,3 +126,50 @@ def test_the_history_offers_to_continue_from_the_retained_window_after_a_410(pag
     window = page.wait_for_selector("#journal-window")
     assert window.text_content().startswith(f"retained seq {earliest}–"), window.text_content()
     page.wait_for_selector("#timeline li.attempt >> text=stopped, exit code 0")
+
+
+@pytest.fixture
+def foreign_site():
+    """Another origin on loopback: a blank page served by a server of the test's own."""
+    class Blank(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"<!doctype html><title>elsewhere</title>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    site = ThreadingHTTPServer(("127.0.0.1", 0), Blank)
+    thread = threading.Thread(target=site.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{site.server_address[1]}/"
+    site.shutdown()
+    site.server_close()
+    thread.join(timeout=5)
+
+
+OPEN_SOCKET = """async ([url, protocols]) => await new Promise((resolve) => {
+  const ws = new WebSocket(url, protocols);
+  ws.onopen = () => { resolve('open'); ws.close(); };
+  ws.onclose = (closing) => resolve(`closed ${closing.code}`);
+})"""
+
+
+def test_a_websocket_opened_by_a_page_of_another_origin_is_refused(browser, ui_server, api, sandbox, foreign_site):
+    sid = create_session(api, sandbox, {"command": ["cat"]})["id"]
+    url = ui_server.url.replace("http://", "ws://") + spath(sandbox, sid, "/ws") + "?after=0"
+    protocols = ["sessiond.v1", "sessiond.bearer." + base64.urlsafe_b64encode(TOKEN.encode()).decode().rstrip("=")]
+    page = browser.new_page()
+    messages = []
+    page.on("console", lambda msg: messages.append(msg.text))
+    page.goto(foreign_site)
+    assert page.evaluate(OPEN_SOCKET, [url, protocols]) == "closed 1006"
+    wait_for(lambda: [m for m in messages if "403" in m], describe=lambda: messages)
+
+    page.goto(f"{ui_server.url}/ui/")  # the same socket from the console's own origin opens
+    assert page.evaluate(OPEN_SOCKET, [url, protocols]) == "open"
+    page.close()
