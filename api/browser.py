@@ -17,6 +17,7 @@ import binascii
 from urllib.parse import urlsplit
 
 from sanic import Request
+from sanic.exceptions import ServerError
 
 from .errors import AEROLVM_PREFIX, aerolvm_error, envelope
 
@@ -54,7 +55,7 @@ class EchoedConsoleSubprotocol:
     def __iter__(self):
         try:
             request = Request.get_current()
-        except Exception:  # outside a request: nothing to negotiate
+        except ServerError:  # outside a request: nothing to negotiate
             return iter(())
         offered = offered_subprotocols(request)
         return iter((CONSOLE_SUBPROTOCOL,) if CONSOLE_SUBPROTOCOL in offered else ())

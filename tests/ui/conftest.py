@@ -90,7 +90,7 @@ def page(browser):
 def screenshot(page, tmp_path: Path, name: str) -> Path:
     path = tmp_path / "screenshots" / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(path))
+    page.screenshot(path=str(path), full_page=True)
     assert path.stat().st_size > 1000
     return path
 

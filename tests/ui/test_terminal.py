@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from tests.helpers import create_session, wait_for
+from tests.helpers import create_session, ok, spath, wait_for
 
 from .conftest import open_console, screenshot
 
@@ -88,9 +88,9 @@ def test_the_terminal_reconnects_across_a_server_restart_without_duplicate_lines
     page.wait_for_selector("#term-status[data-state=reconnecting]")
     ui_server.restart()
     page.wait_for_selector("#term-status[data-state=live]", timeout=30_000)
-    banner = page.wait_for_selector("#banner .banner-text")
-    assert "runtime generation 1 → 2" in banner.text_content(), banner.text_content()
-    wait_for(lambda: "attempt #2" in banner.text_content(), describe=banner.text_content)
+    banner = page.locator("#banner .banner-text")
+    wait_for(lambda: re.search(r"attempt #2 \(att-\S+, runtime_recovered\); runtime generation 1 → 2",
+                               banner.text_content()), describe=banner.text_content)
 
     wait_row(page, r"\$")  # the recovered attempt's bash has printed its prompt
     type_line(page, "echo after-restart")
@@ -98,3 +98,21 @@ def test_the_terminal_reconnects_across_a_server_restart_without_duplicate_lines
     assert len(wait_row(page, "hello-browser")) == 1, rows(page)
     assert len(wait_row(page, r"\$ echo hello-browser")) == 1, rows(page)
     screenshot(page, tmp_path, "terminal-after-restart")
+
+
+def test_a_new_attempt_raises_the_banner_and_gets_the_input_and_the_window_size(page, ui_server, api, sandbox):
+    sid = bash_session(api, sandbox)
+    open_console(page, ui_server, f"#/sandboxes/{sandbox}/sessions/{sid}")
+    page.wait_for_selector("#term-status[data-state=live]")
+    wait_row(page, r"\$")
+    assert page.locator("#banner").text_content() == ""  # the first load's history is not news
+
+    ok(api.post(spath(sandbox, sid, "/attempts"), json={"replace_current": True}), 201)
+    banner = page.locator("#banner .banner-text")
+    wait_for(lambda: re.search(r"attempt #2 \(att-\S+, attempt_created\); runtime generation 1\.",
+                               banner.text_content() if banner.count() else ""),
+             describe=lambda: page.locator("#banner").text_content())
+    rows_now, cols_now = size(page)
+    assert (rows_now, cols_now) != (24, 80)
+    type_line(page, "stty size")  # the new PTY starts at the spec's 24x80; the console resized it
+    wait_row(page, f"{rows_now} {cols_now}")

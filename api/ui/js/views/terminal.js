@@ -13,8 +13,9 @@ export function mountTerminal(root, sandboxId, sessionId) {
   const banner = h('div', { id: 'banner', class: 'banner', role: 'alert' });
   const size = h('span', { id: 'term-size' });
   const state = h('span', { id: 'term-status' }, 'connecting');
+  const process = h('span', { id: 'attempt-state' });
   const screen = h('div', { id: 'terminal', class: 'terminal' });
-  root.append(banner, h('div', { class: 'statusbar' }, state, size), screen);
+  root.append(banner, h('div', { class: 'statusbar' }, state, process, size), screen);
 
   const term = new Terminal({ scrollback: 10000, cursorBlink: true, fontSize: 14,
     fontFamily: 'DejaVu Sans Mono, Liberation Mono, monospace' });
@@ -28,28 +29,41 @@ export function mountTerminal(root, sandboxId, sessionId) {
     onEvent: (event) => {
       watch.fromEvent(event);
       if (event.type === 'output') term.write(decodeBase64(event.data_base64));
+      else if (event.type === 'attempt.started') {
+        process.textContent = 'attempt running';
+        if (event.attempt_id === watch.attemptId) sendSize();
+      }
       else if (event.type === 'attempt.exited') {
-        state.textContent = `attempt exited (${event.reason || 'exit'}${'exit_code' in event ? `, code ${event.exit_code}` : ''})`;
+        process.textContent = `attempt exited (${event.reason || 'exit'}${'exit_code' in event ? `, code ${event.exit_code}` : ''})`;
       }
       screen.dataset.lastSeq = String(event.seq);
     },
     onStatus: (status, detail) => {
       state.textContent = detail ? `${status}: ${detail}` : status;
       state.dataset.state = status;
-      if (status === 'live') sendSize();
+      if (status === 'live') { sized = null; sendSize(); }
       if (status === 'unauthorized') notice('the token was refused', 'error');
     },
-    onReply: (reply) => { if (reply.type === 'error') notice(`server: ${reply.error}`, 'error'); },
+    onReply: (reply) => {
+      if (reply.type !== 'error') return;
+      if (reply.request_id === sizeRequest) sized = null;  // e.g. not running yet: again on attempt.started
+      else notice(`server: ${reply.error}`, 'error');
+    },
     onGap: (from, to) => notice(`output up to seq ${to} was trimmed by retention; showing what is retained`, 'warn'),
   });
 
+  // The PTY follows the window: sent on connect, on every resize, and to each new attempt
+  // once its process exists (a resize before that is refused, and then sent again).
+  let sized = null;  // "attempt rows cols" last sent and not refused
+  let sizeRequest = null;
   function sendSize() {
     size.textContent = `${term.rows}×${term.cols}`;
     size.dataset.rows = String(term.rows);
     size.dataset.cols = String(term.cols);
-    if (socket.open && watch.attemptId) {
-      socket.send({ type: 'resize', rows: term.rows, cols: term.cols, expected_attempt_id: watch.attemptId });
-    }
+    const wanted = `${watch.attemptId} ${term.rows} ${term.cols}`;
+    if (!socket.open || !watch.attemptId || wanted === sized) return;
+    sized = wanted;
+    sizeRequest = socket.send({ type: 'resize', rows: term.rows, cols: term.cols, expected_attempt_id: watch.attemptId });
   }
   const input = (bytes) => socket.send({ type: 'input', input_id: randomId('in'),
     data_base64: encodeBase64(bytes), expected_attempt_id: watch.attemptId });
