@@ -39,7 +39,7 @@ export function every(ms, fn) {
   let timer = null;
   const tick = async () => {
     if (stopped) return;
-    try { await fn(); } finally { if (!stopped) timer = setTimeout(tick, ms); }
+    try { await fn(); } catch (error) { notice(error.message, 'error'); } finally { if (!stopped) timer = setTimeout(tick, ms); }
   };
   tick();
   return () => { stopped = true; clearTimeout(timer); };

@@ -22,15 +22,23 @@ export function mountSandboxes(root) {
       h('thead', {}, h('tr', {}, ['id', 'template', 'status', 'generation', 'sessions', ''].map((c) => h('th', {}, c)))),
       body));
 
+  let shown = '';
   async function refresh() {
     let listed;
     try { listed = await api('GET', '/sandboxes?limit=200'); } catch (error) {
       notice(`sandboxes: ${error.message}`, 'error');
       return;
     }
-    const rows = await Promise.all(listed.sandboxes.map(async (sandbox) => {
-      let count = '?';
-      try { count = (await api('GET', `/sandboxes/${encodeURIComponent(sandbox.id)}/sessions`)).sessions.length; } catch { /* paused without auto_resume */ }
+    // A session call resumes a paused sandbox (auto_resume), so a paused one is not asked.
+    const counts = await Promise.all(listed.sandboxes.map(async (sandbox) => {
+      if (sandbox.paused) return '—';
+      try { return (await api('GET', `/sandboxes/${encodeURIComponent(sandbox.id)}/sessions`)).sessions.length; } catch { return '?'; }
+    }));
+    const key = JSON.stringify([listed.sandboxes, counts]);
+    if (key === shown) return;  // unchanged: keep the rows as they are
+    shown = key;
+    const rows = listed.sandboxes.map((sandbox, i) => {
+      const count = counts[i];
       const path = `/sandboxes/${encodeURIComponent(sandbox.id)}`;
       const button = (label, call) => h('button', { type: 'button', class: `act-${label}`, onclick: () => act(label, call) }, label);
       return h('tr', { dataset: { sandbox: sandbox.id } },
@@ -41,7 +49,7 @@ export function mountSandboxes(root) {
           sandbox.paused ? button('resume', () => api('POST', `${path}/resume`, {}))
             : button('pause', () => api('POST', `${path}/pause`, {})),
           button('delete', () => confirm(`Delete sandbox ${sandbox.id} and its sessions?`) && api('DELETE', path))));
-    }));
+    });
     body.replaceChildren(...rows);
     if (!rows.length) body.append(h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'no sandboxes yet: claim one')));
   }

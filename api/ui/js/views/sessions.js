@@ -62,9 +62,23 @@ export function mountSessions(root, sandboxId) {
         button('delete', () => confirm(`Delete session ${session.id}?`) && api('DELETE', `${base}/${session.id}`))));
   }
 
+  let shown = '';
+  let paused = null;
   async function refresh() {
     try {
+      if (paused === null) {  // asked once: listing the sessions of a paused sandbox resumes it
+        paused = (await api('GET', `/sandboxes/${encodeURIComponent(sandboxId)}`)).paused;
+      }
+      if (paused) {
+        body.replaceChildren(h('tr', {}, h('td', { colspan: 8 }, 'This sandbox is paused. ',
+          h('button', { type: 'button', id: 'resume-and-list', onclick: () => { paused = false; refresh(); } },
+            'resume it and list its sessions'))));
+        return;
+      }
       const { sessions } = await api('GET', base);
+      const key = JSON.stringify(sessions);
+      if (key === shown) return;  // unchanged: keep the rows (and any open <select>) as they are
+      shown = key;
       body.replaceChildren(...sessions.map(row));
       if (!sessions.length) body.append(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'no sessions yet')));
     } catch (error) { notice(`sessions: ${error.message}`, 'error'); }
