@@ -8,7 +8,6 @@ or Content-Security-Policy violation.
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from tests.conftest import make_http, release_sandbox
 from tests.helpers import TOKEN, claim_sandbox
 from tests.serverproc import ServerProcess
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM = "/usr/bin/chromium"  # Debian's package (its launcher script)
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 VIEWPORT = {"width": 1100, "height": 700}
@@ -26,14 +25,11 @@ CSP_REPORTER = """document.addEventListener('securitypolicyviolation', (e) =>
 CSP_MARKERS = re.compile(r"CSP violation|Content Security Policy")
 
 
-
 @pytest.fixture(scope="module")
 def ui_server(tmp_path_factory):
     """A server of this module's own: the restart test kills it."""
-    proc = ServerProcess(tmp_path_factory.mktemp("ui-server"), token=TOKEN, runtime="host")
-    proc.start()
-    yield proc
-    proc.stop()
+    with ServerProcess(tmp_path_factory.mktemp("ui-server"), token=TOKEN, runtime="host") as proc:
+        yield proc
 
 
 @pytest.fixture
