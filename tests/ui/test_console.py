@@ -29,6 +29,14 @@ def test_without_the_token_the_page_prompts_and_the_api_answers_401(page, ui_ser
     assert statuses[-1][1] == 200, statuses
 
 
+def test_a_direct_link_opened_without_the_token_asks_for_it_then_opens_that_session(page, ui_server, api, sandbox):
+    sid = create_session(api, sandbox, {"command": ["sh", "-c", "echo linked; exec cat"]})["id"]
+    page.goto(f"{ui_server.url}/ui/#/sandboxes/{sandbox}/sessions/{sid}")
+    page.fill("#token-input", TOKEN)
+    page.click("#token-form button[type=submit]")
+    page.wait_for_selector("#log .line.stdout .text >> text=linked")
+
+
 def test_the_token_in_the_fragment_is_kept_out_of_the_address_bar_and_of_every_request(page, ui_server, sandbox):
     requested = []
     page.on("request", lambda r: requested.append(r.url))
@@ -145,6 +153,10 @@ def test_the_history_offers_to_continue_from_the_retained_window_after_a_410(pag
     window = page.wait_for_selector("#journal-window")
     assert window.text_content().startswith(f"retained seq {earliest}–"), window.text_content()
     page.wait_for_selector("#timeline li.attempt >> text=stopped, exit code 0")
+
+    page.goto(f"{ui_server.url}/ui/#/sandboxes/{sandbox}/sessions/{sid}")  # its log starts at the window
+    page.wait_for_selector(f"#log .line.event >> text=events up to seq {earliest - 1} were trimmed by retention")
+    page.wait_for_selector("#log .line.event >> text=attempt.exited (stopped, exit 0)")
 
 
 @pytest.fixture
