@@ -5,8 +5,10 @@ import { api, ApiError, sessionPath } from '../api.js';
 import { crumbs, h, notice, shortTime } from '../dom.js';
 
 const PAGE = 1000;
+const JOURNAL_PAGE = 50;  // output events can be 256 KiB each
 
-async function allPages(path, after = 0) {
+async function allPages(path) {
+  let after = 0;
   const events = [];
   for (;;) {
     const page = await api('GET', `${path}?after=${after}&limit=${PAGE}`);
@@ -64,15 +66,21 @@ export function mountHistory(root, sandboxId, sessionId) {
         h('ul', { class: 'events' }, group.events.map(eventItem)))));
   }
 
+  // One page at a time: the retained journal holds the output too (up to the retention budget).
   async function loadJournal(after) {
     journal.replaceChildren(h('p', { class: 'muted' }, 'loading…'));
     try {
-      const { events, cursor } = await allPages(sessionPath(sandboxId, sessionId, '/events'), after);
+      const page = await api('GET', `${sessionPath(sandboxId, sessionId, '/events')}?after=${after}&limit=${JOURNAL_PAGE}`);
+      const { events, cursor } = page;
       const counts = {};
       for (const event of events) counts[event.type] = (counts[event.type] || 0) + 1;
+      const last = events.length ? events[events.length - 1].seq : after;
       journal.replaceChildren(
-        h('p', { id: 'journal-window' }, `retained seq ${cursor.earliest}–${cursor.latest}; ${events.length} events after ${after}`),
-        h('ul', { class: 'counts' }, Object.entries(counts).map(([type, n]) => h('li', {}, `${type}: ${n}`))));
+        h('p', { id: 'journal-window' }, `retained seq ${cursor.earliest}–${cursor.latest}; `
+          + `${events.length} events after seq ${after}`),
+        h('ul', { class: 'counts' }, Object.entries(counts).map(([type, n]) => h('li', {}, `${type}: ${n}`))),
+        last < cursor.latest ? h('button', { type: 'button', id: 'journal-next', onclick: () => loadJournal(last) },
+          `next page (after seq ${last})`) : '');
     } catch (error) {
       if (!(error instanceof ApiError) || error.status !== 410 || !error.details) throw error;
       const { earliest, latest } = error.details;

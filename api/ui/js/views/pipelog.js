@@ -6,16 +6,17 @@ import { h, notice } from '../dom.js';
 import { JournalSocket } from '../journal-socket.js';
 
 const encoder = new TextEncoder();
+const MAX_LINES = 5000;  // the page keeps the latest lines; the journal keeps them all
 
 export function mountPipeLog(root, sandboxId, sessionId) {
-  const banner = h('div', { id: 'banner', class: 'banner', role: 'alert' });
+  const banner = h('span', { id: 'banner', class: 'banner', role: 'alert' });
   const state = h('span', { id: 'log-status' }, 'connecting');
   const log = h('div', { id: 'log', class: 'log', role: 'log', 'aria-live': 'polite' });
   const line = h('input', { id: 'input-line', type: 'text', autocomplete: 'off', placeholder: 'a line for stdin' });
   const form = h('form', { id: 'input-form', class: 'inputline' }, line,
     h('button', { type: 'submit' }, 'send ⏎'),
     h('button', { type: 'button', id: 'send-eof', onclick: () => write(new Uint8Array(), true) }, 'close stdin (EOF)'));
-  root.append(banner, h('div', { class: 'statusbar' }, state), log, form);
+  root.append(h('div', { class: 'statusbar' }, state, banner), log, form);
 
   const streams = { stdout: openStream('stdout'), stderr: openStream('stderr') };
   function openStream(name) { return { name, decoder: new TextDecoder(), open: null }; }
@@ -33,6 +34,7 @@ export function mountPipeLog(root, sandboxId, sessionId) {
       if (i < parts.length - 1) stream.open = null;
     });
     if (stream.open && !stream.open.lastChild.textContent) { stream.open.remove(); stream.open = null; }
+    while (log.childElementCount > MAX_LINES) log.firstElementChild.remove();
     if (pinned) log.scrollTop = log.scrollHeight;
   }
 

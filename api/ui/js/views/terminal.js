@@ -10,12 +10,13 @@ import { JournalSocket } from '../journal-socket.js';
 const encoder = new TextEncoder();
 
 export function mountTerminal(root, sandboxId, sessionId) {
-  const banner = h('div', { id: 'banner', class: 'banner', role: 'alert' });
+  const banner = h('span', { id: 'banner', class: 'banner', role: 'alert' });
   const size = h('span', { id: 'term-size' });
   const state = h('span', { id: 'term-status' }, 'connecting');
   const process = h('span', { id: 'attempt-state' });
   const screen = h('div', { id: 'terminal', class: 'terminal' });
-  root.append(banner, h('div', { class: 'statusbar' }, state, process, size), screen);
+  // The banner sits in the fixed-height status bar: its coming and going never reflows the terminal.
+  root.append(h('div', { class: 'statusbar' }, state, process, size, banner), screen);
 
   const term = new Terminal({ scrollback: 10000, cursorBlink: true, fontSize: 14,
     fontFamily: 'DejaVu Sans Mono, Liberation Mono, monospace' });
