@@ -92,7 +92,7 @@ def test_the_terminal_reconnects_across_a_server_restart_without_duplicate_lines
     wait_for(lambda: re.search(r"attempt #2 \(att-\S+, runtime_recovered\); runtime generation 1 → 2",
                                banner.text_content()), describe=banner.text_content)
 
-    wait_row(page, r"\$ \$")  # the recovered bash's prompt, after the dead one's
+    wait_row(page, r"\$")  # the recovered bash's prompt, on a line of its own
     type_line(page, "echo after-restart")
     assert len(wait_row(page, "after-restart")) == 1, rows(page)
     assert len(wait_row(page, "hello-browser")) == 1, rows(page)

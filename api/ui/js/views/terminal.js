@@ -24,12 +24,20 @@ export function mountTerminal(root, sandboxId, sessionId) {
   term.loadAddon(fit);
   term.open(screen);
 
+  let outputAttempt = null;  // whose output was written last, and whether it ended mid-line
+  let midLine = false;
   const watch = new AttemptWatch(sandboxId, sessionId, banner, () => sendSize());
   const socket = new JournalSocket(sandboxId, sessionId, {
     onSession: (session) => watch.fromSession(session),
     onEvent: (event) => {
       watch.fromEvent(event);
-      if (event.type === 'output') term.write(decodeBase64(event.data_base64));
+      if (event.type === 'output') {
+        const bytes = decodeBase64(event.data_base64);
+        if (event.attempt_id !== outputAttempt && midLine) term.write('\r\n');  // a new attempt starts a line
+        outputAttempt = event.attempt_id;
+        if (bytes.length) midLine = bytes[bytes.length - 1] !== 0x0a;
+        term.write(bytes);
+      }
       else if (event.type === 'attempt.started') {
         process.textContent = 'attempt running';
         if (event.attempt_id === watch.attemptId) sendSize();
