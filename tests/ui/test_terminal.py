@@ -11,7 +11,8 @@ BASH = ["bash", "--noprofile", "--norc"]
 
 
 def bash_session(api, sandbox_id: str) -> str:
-    spec = {"command": BASH, "env": {"PS1": "$ ", "HOME": "/tmp"}, "io": {"mode": "pty"}}
+    spec = {"command": BASH, "env": {"PS1": "$ ", "HOME": "/tmp"}, "io": {"mode": "pty"},
+            "lifecycle": {"stop_grace_period_seconds": 1}}  # an interactive bash ignores SIGTERM
     return create_session(api, sandbox_id, spec)["id"]
 
 
