@@ -5,10 +5,11 @@ import orjson
 from sanic import Sanic
 
 from .auth import install_auth
+from .browser import install_origin_check
 from .errors import handle_error
 from .gate import install_runtime_gate
 from .metrics import install_metrics
-from .routes import aerolvm, audit, health, journal, sandboxes, sessions, ws
+from .routes import aerolvm, audit, health, journal, sandboxes, sessions, ui, ws
 from .routes import openapi as openapi_route
 
 
@@ -22,9 +23,10 @@ def create_app(container, *, name: str = "sessiond") -> Sanic:
     app.config.GRACEFUL_SHUTDOWN_TIMEOUT = 5.0
     app.config.WEBSOCKET_MAX_SIZE = 256 * 1024 * 1024  # WebSocket inputs, as large as HTTP bodies
     app.ctx.container = container
+    install_origin_check(app)  # browsers: no foreign Origin on the API or its WebSockets
     install_auth(app, container.settings.token)
     install_runtime_gate(app)  # after auth: only an authenticated call may wake a sandbox
-    for module in (health, sandboxes, sessions, journal, audit, ws, aerolvm):
+    for module in (health, sandboxes, sessions, journal, audit, ws, aerolvm, ui):
         app.blueprint(module.bp)
     app.blueprint(openapi_route.bp)  # GET /api/v1/openapi.json
     install_metrics(app, container)  # GET /metrics, behind auth

@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 
 from sanic import Request
 
+from .browser import subprotocol_bearer
 from .client.local_server import is_loopback_host
-
 from .errors import AEROLVM_PREFIX, aerolvm_error, envelope
 
 PROTECTED_PREFIXES = ("/api/", "/v1/", "/metrics")
@@ -38,6 +38,8 @@ def _require_bearer(app, expected: bytes) -> None:
         if not request.path.startswith(PROTECTED_PREFIXES):
             return None
         header = request.headers.get("authorization")
+        if not header and (carried := subprotocol_bearer(request)) is not None:
+            header = f"Bearer {carried}"  # a browser's WebSocket (api/browser.py)
         if not header:
             return _refused(request, 401, "unauthorized", "missing authorization header")
         scheme, _, value = header.partition(" ")

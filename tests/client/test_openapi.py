@@ -13,8 +13,11 @@ from api.openapi import document
 HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options"}
 
 
+CONSOLE_PREFIX = "/ui"  # the browser console's static files (api/routes/ui.py): pages, not API
+
+
 def app_routes() -> set[tuple[str, str]]:
-    """(METHOD, /path/{}) for every route the Sanic app registers."""
+    """(METHOD, /path/{}) for every API route the Sanic app registers."""
     container = SimpleNamespace(settings=SimpleNamespace(token="x"), observers=[])
     app = create_app(container, name="openapi_drift_probe")
     app.router.finalize()
@@ -22,6 +25,8 @@ def app_routes() -> set[tuple[str, str]]:
     for route in app.router.routes:
         path = "/" + route.path.strip("/")
         path = re.sub(r"<[^>]+>", "{}", path)
+        if path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/"):
+            continue
         routes |= {(method.upper(), path) for method in route.methods}
     return routes
 
