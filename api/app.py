@@ -7,7 +7,7 @@ from sanic import Sanic
 from .auth import install_auth
 from .errors import handle_error
 from .gate import install_runtime_gate
-from .routes import aerolvm, audit, health, journal, sandboxes, sessions, ws
+from .routes import aerolvm, audit, contexts, files, health, journal, sandboxes, sessions, ws
 from .routes import openapi as openapi_route
 
 
@@ -22,7 +22,7 @@ def create_app(container, *, name: str = "sessiond") -> Sanic:
     app.ctx.container = container
     install_auth(app, container.settings.token)
     install_runtime_gate(app)  # after auth: only an authenticated call may wake a sandbox
-    for module in (health, sandboxes, sessions, journal, audit, ws, aerolvm):
+    for module in (health, sandboxes, sessions, journal, audit, ws, aerolvm, contexts, files):
         app.blueprint(module.bp)
     app.blueprint(openapi_route.bp)  # GET /api/v1/openapi.json
     app.error_handler.add(Exception, handle_error)

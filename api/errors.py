@@ -24,6 +24,20 @@ STATUS: list[tuple[type, int, str]] = [
     (e.UnavailableError, 503, "unavailable"),
 ]
 
+# Contexts and workspace files: the codes of the SDKs' reference (procd), checked first.
+STATUS[:0] = [
+    (e.ContextNotFoundError, 404, "context_not_found"),
+    (e.ContextFinishedError, 410, "process_finished"),
+    (e.ContextNotRunningError, 409, "process_not_running"),
+    (e.ContextPtyUnavailableError, 409, "pty_unavailable"),
+    (e.ExecTimeoutError, 408, "exec_timeout"),
+    (e.PathOutsideSandboxError, 403, "permission_denied"),
+    (e.FileNotFoundInSandboxError, 404, "file_not_found"),
+    (e.PathExistsError, 409, "path_exists"),
+    (e.NotADirectoryInSandboxError, 409, "path_not_directory"),
+    (e.NotAFileInSandboxError, 409, "path_not_file"),
+]
+
 
 class ApiError(Exception):
     """An error decided in the API layer itself (auth, bad JSON, unknown route)."""

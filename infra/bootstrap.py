@@ -22,7 +22,8 @@ from .clock import SystemClock
 from .pipe_runner import PipeRunner
 from .pty_runner import PtyRunner
 from .reaper import reap_leftover
-from .runtime import detect_runtime
+from .confined_fs import ConfinedFS
+from .runtime import detect_runtime, sandbox_tmp_dir
 from .sandbox_dirs import SandboxDirectories
 from .settings import Settings
 from .writer import WriterThread
@@ -46,6 +47,7 @@ class Container:
     pty_runner: object | None = None
     reap: Callable[[int, int], object] | None = None
     new_uuid_hex: Callable[[], str] | None = None
+    dirs: SandboxDirectories | None = None
 
     def __post_init__(self) -> None:
         self.runtime = detect_runtime(self.settings.runtime)
@@ -56,7 +58,7 @@ class Container:
         self.pipeline = CommitPipeline(self.writer, self.clock.now_ns, self._on_committed)
         base_env = {k: os.environ[k] for k in BASE_ENV_KEYS if k in os.environ}
         base_env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin")
-        dirs = SandboxDirectories(self.settings.data_dir)
+        dirs = self.dirs = SandboxDirectories(self.settings.data_dir)
         self.manager = SandboxManager(
             files=dirs, pipeline=self.pipeline, hub=self.hub, checkpoints=Checkpoints(dirs),
             pipe_runner=self.pipe_runner or PipeRunner(), pty_runner=self.pty_runner or PtyRunner(),
@@ -64,6 +66,16 @@ class Container:
             new_uuid_hex=self.new_uuid_hex or (lambda: uuid.uuid4().hex), base_env=base_env,
             reap=self.reap or reap_leftover)
         await self.manager.start()
+
+    def sandbox_fs(self, sandbox_id: str) -> ConfinedFS:
+        """The file API's view of one sandbox: its /workspace, and its /tmp when that is on disk
+        (bwrap binds it; under the host runtime /tmp is the host's, so it is not offered)."""
+        workspace = self.dirs.workspace(sandbox_id)
+        areas = {"/workspace": workspace}
+        tmp = sandbox_tmp_dir(workspace) if self.runtime.name != "host" else None
+        if tmp is not None:
+            areas["/tmp"] = tmp
+        return ConfinedFS(areas)
 
     def _on_committed(self, supervisor, aggregate, events: list) -> None:
         sessions = supervisor.sessions

@@ -138,9 +138,9 @@ class BwrapRuntime:
             *self._system_args,
             "--dir", WORKSPACE,
             "--bind", workspace_dir, WORKSPACE,
+            *tmp_binds(workspace_dir),
             "--dev", "/dev",
             "--proc", "/proc",
-            "--tmpfs", "/tmp",
             "--unshare-pid",
             "--die-with-parent",
             "--chdir", sandbox_path(cwd),
@@ -157,6 +157,18 @@ class BwrapRuntime:
             if _SIGNAL_EXIT_BASE < code <= _SIGNAL_EXIT_BASE + _MAX_SIGNAL:
                 return ExitStatus(exit_code=-1, signal=code - _SIGNAL_EXIT_BASE)
         return status
+
+
+def sandbox_tmp_dir(workspace_dir: str) -> str | None:
+    """The sandbox's /tmp on its rootfs (next to the workspace), when it has one: then /tmp is
+    checkpointed with the workspace and reachable by the file API. Older sandboxes get a tmpfs."""
+    tmp = os.path.join(os.path.dirname(workspace_dir.rstrip("/")), "tmp")
+    return tmp if os.path.isdir(tmp) else None
+
+
+def tmp_binds(workspace_dir: str) -> list[str]:
+    tmp = sandbox_tmp_dir(workspace_dir)
+    return ["--bind", tmp, "/tmp"] if tmp else ["--tmpfs", "/tmp"]
 
 
 def _system_binds() -> list[str]:

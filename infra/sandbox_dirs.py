@@ -30,6 +30,8 @@ class SandboxDirectories:
 
     def create(self, sandbox_id: str) -> None:
         (self.path(sandbox_id) / "workspace").mkdir(parents=True)
+        (self.path(sandbox_id) / "tmp").mkdir(mode=0o1777)  # the sandbox's /tmp under bwrap
+        (self.path(sandbox_id) / "tmp").chmod(0o1777)  # mkdir's mode is cut by the umask
         self.state_dir(sandbox_id).mkdir(mode=0o700)
 
     def list_ids(self) -> list[str]:
