@@ -33,7 +33,7 @@ REPL_PRESETS: dict[str, tuple[list[str], dict[str, str]]] = {
     "python": (_first_available(("python3", "python"), ["-q", "-i", "-u", "-c", _PY_PROMPTS]),
                {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}),
     "node": (_first_available(("node", "nodejs"), ["-e", f"require('repl').start({{prompt: '{READY_TOKEN}'}})"]),
-             {}),
+             {"NODE_DISABLE_COLORS": "1"}),
     "bash": (_first_available(("bash", "sh"), ["--norc", "--noprofile", "-i"]), {"PS1": READY_TOKEN, "PS2": ""}),
     "sh": (["/bin/sh", "-i"], {"PS1": READY_TOKEN, "PS2": ""}),
 }
