@@ -99,7 +99,7 @@ class ConfinedFS:
                 if st.S_ISLNK(info.st_mode):
                     links += 1
                     if links > MAX_LINKS:
-                        raise FileError(f"too many levels of symbolic links: {path}")
+                        raise InvalidRequestError(f"too many levels of symbolic links: {path}")
                     target = os.readlink(part, dir_fd=fds[-1])
                     if target.startswith("/"):
                         stack.clear()
