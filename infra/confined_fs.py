@@ -126,6 +126,10 @@ class ConfinedFS:
             _close(owned)
             raise
 
+    def watch(self, path: str, recursive: bool):
+        from .file_watch import DirectoryWatch  # inotify only for the watch WebSocket
+        return DirectoryWatch(self, path, recursive)
+
     # ---- reads --------------------------------------------------------------------------------
     def open_read(self, path: str) -> tuple[int, int]:
         """An fd of the regular file and its size; the caller closes the fd."""

@@ -11,15 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
+import logging
 import os
+
+import orjson
 
 from sanic import Blueprint, Request
 
-from domain.model.errors import InvalidRequestError
+from domain.model.errors import DomainError, InvalidRequestError
 from domain.model.requests import body_object
 
 from ..schemas import ok, parse_json
 from .sessions import service
+from .ws import GONE
+
+log = logging.getLogger(__name__)
 
 bp = Blueprint("files", url_prefix="/api/v1/sandboxes/<sandbox_id>/files")
 
@@ -136,3 +143,71 @@ async def move_file(request: Request, sandbox_id: str):
     fs = sandbox_fs(request, sandbox_id)
     await _run(fs.move, source, destination)
     return ok({"moved": True})
+
+
+# ---- the watch WebSocket ---------------------------------------------------------------------
+_watch_ids = itertools.count(1)
+
+
+@bp.websocket("/watch", ctx_action="watch_files")
+async def watch_files(request: Request, ws, sandbox_id: str):
+    """{"action": "subscribe", path, recursive} -> {"type": "subscribed", watch_id, path} or
+    {"type": "error", error}; then {"type": "event", watch_id, event, path} (create, write, remove,
+    rename, chmod); {"action": "unsubscribe", watch_id} -> {"type": "unsubscribed", watch_id}."""
+    try:
+        fs = sandbox_fs(request, sandbox_id)
+    except DomainError as exc:
+        await ws.close(1000, exc.message)
+        return
+    watches: dict[str, tuple[object, asyncio.Task]] = {}
+    try:
+        while (raw := await ws.recv()) is not None:
+            reply = await _watch_request(ws, fs, watches, raw)
+            if reply is not None:
+                await ws.send(orjson.dumps(reply).decode())
+    except (*GONE, asyncio.CancelledError):
+        pass
+    finally:
+        for watch, task in watches.values():
+            await _stop(watch, task)
+
+
+async def _watch_request(ws, fs, watches: dict, raw) -> dict | None:
+    try:
+        message = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None  # the reference ignores what it cannot parse
+    if not isinstance(message, dict):
+        return None
+    if message.get("action") == "subscribe":
+        path = message.get("path")
+        try:
+            if not isinstance(path, str) or not path:
+                raise InvalidRequestError("path is required")
+            watch = await asyncio.to_thread(fs.watch, path, bool(message.get("recursive")))
+        except (DomainError, OSError) as exc:
+            return {"type": "error", "error": getattr(exc, "message", None) or str(exc)}
+        watch_id = f"watch-{next(_watch_ids)}"
+        watches[watch_id] = (watch, asyncio.ensure_future(_forward(ws, watch_id, watch)))
+        return {"type": "subscribed", "watch_id": watch_id, "path": path}
+    if message.get("action") == "unsubscribe" and message.get("watch_id") in watches:
+        await _stop(*watches.pop(message["watch_id"]))
+        return {"type": "unsubscribed", "watch_id": message["watch_id"]}
+    return None
+
+
+async def _stop(watch, task: asyncio.Task) -> None:
+    # The reader must be off the loop (the task's own cleanup) before the inotify fd is closed,
+    # or the loop would keep polling a closed descriptor.
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    watch.close()
+
+
+async def _forward(ws, watch_id: str, watch) -> None:
+    try:
+        async for event, path in watch.events():
+            await ws.send(orjson.dumps({"type": "event", "watch_id": watch_id, "event": event,
+                                        "path": path}).decode())
+    except GONE:
+        pass

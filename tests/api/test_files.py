@@ -6,8 +6,10 @@ the assertions check both the refusal and that nothing outside the sandbox was r
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import shutil
+import threading
 import time
 
 import pytest
@@ -176,9 +178,46 @@ def test_the_sdk_e2e_file_operations_pass(sandbox):
     assert any(entry.name == "hello.txt" for entry in sandbox.list_files(base_dir))
     sandbox.move_file(file_path, moved_path)
     assert sandbox.read_file(moved_path) == b"hello e2e"
+
+    watch = sandbox.watch_files(base_dir, recursive=True)
+    try:
+        sandbox.write_file(f"{base_dir}/watch.txt", b"watch")
+        event = wait_for_watch_event(watch, timeout_sec=10)
+    finally:
+        watch.unsubscribe()
+    assert event is not None, "timed out waiting for watch event"
+    assert (event.type, event.event, event.path) == ("event", "rename", f"{base_dir}/watch.txt")
+
     sandbox.delete_file(moved_path)
     sandbox.delete_file(base_dir)
     refused(sandbox.stat_file, base_dir)
+
+
+def wait_for_watch_event(stream, timeout_sec: int):
+    """As the SDK's e2e helper: the first event from a reader thread, or None after the timeout."""
+    found = []
+    reader = threading.Thread(target=lambda: found.extend(itertools.islice(stream.iter_events(), 1)), daemon=True)
+    reader.start()
+    reader.join(timeout_sec)
+    if reader.is_alive():
+        stream.close()
+        reader.join(1)
+    return found[0] if found else None
+
+
+def test_a_recursive_watch_reports_what_the_sandbox_processes_do_and_not_what_links_point_at(sandbox):
+    sandbox.mkdir("/workspace/w/sub", recursive=True)
+    sh(sandbox, "ln -s /etc /workspace/w/etc-link")
+    watch = sandbox.watch_files("/workspace/w", recursive=True)
+    try:
+        sh(sandbox, "echo x > /workspace/w/sub/made-by-process")
+        event = wait_for_watch_event(watch, timeout_sec=10)
+    finally:
+        watch.close()
+    assert event is not None and event.path == "/workspace/w/sub/made-by-process"
+    assert event.event == "create"
+    with pytest.raises(APIError):
+        sandbox.watch_files("/workspace/w/etc-link")  # a link out of the sandbox is not watched
 
 
 def test_file_errors_use_the_reference_codes(http, sandbox):
