@@ -20,9 +20,10 @@ from .models import Event, InputResult
 from .operations import Call, SandboxOps, SessionOps, finish, session_path
 from .sync import auth_headers, base_url, wrap_transport
 from .ws import CONNECT_FAILURES, AsyncAeroAttach, AsyncSessionSocket, refused, ws_url
+from .workspace import WorkspaceOps
 
 
-class AsyncClient(SandboxOps, SessionOps):
+class AsyncClient(SandboxOps, SessionOps, WorkspaceOps):
     """``await client.get_session(sb, sid)``; ``async for event in client.iter_events(...)``."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from .cli_workspace import register as register_workspace_verbs
 from .harness_presets import NAMES
 
 
@@ -48,6 +49,7 @@ def _sandbox(noun, common, v) -> None:
                        ("resume", "resume it (a new runtime generation)"), ("refresh", "re-arm its ttl"),
                        ("delete", "delete it with all its sessions")):
         _verb(group, name, common, v.sandbox_simple, what).add_argument("sandbox", metavar="ID")
+    register_workspace_verbs(group, common, _verb)  # run, cp
 
 
 def _target(parser) -> argparse.ArgumentParser:

@@ -17,6 +17,7 @@ from .events import (DEFAULT_RECONNECT_TIMEOUT_S, SSE_READ_TIMEOUT_S, STREAM_HEA
 from .models import Event, InputResult
 from .operations import Call, SandboxOps, SessionOps, finish, session_path
 from .ws import CONNECT_FAILURES, AeroAttach, SessionSocket, opened, refused, ws_url
+from .workspace import WorkspaceOps
 
 DEFAULT_URL = "http://127.0.0.1:8780"
 
@@ -36,7 +37,7 @@ def wrap_transport(exc: httpx.TransportError) -> TransportError:
     return TransportError(f"{type(exc).__name__}: {exc}", ambiguous=ambiguous)
 
 
-class Client(SandboxOps, SessionOps):
+class Client(SandboxOps, SessionOps, WorkspaceOps):
     """Every route of the Sandbox0 API (and ``.aero`` for the ``/v1`` facade); results are typed."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,
