@@ -77,7 +77,7 @@ def classify(exc: BaseException, action: str) -> tuple[int, str, str, object]:
     if isinstance(exc, SanicException):
         status = getattr(exc, "status_code", 500) or 500
         code = {404: "not_found", 405: "method_not_allowed", 400: "invalid_request",
-                413: "payload_too_large"}.get(status, "internal_error")
+                413: "payload_too_large", 426: "upgrade_required"}.get(status, "internal_error")
         return status, code, str(exc) or code, None
     log.error("unhandled error in %s", action, exc_info=exc)
     return 500, f"{action}_failed" if action else "internal_error", "internal error", None

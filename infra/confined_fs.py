@@ -372,6 +372,8 @@ def _translate(exc: OSError, path: str) -> Exception:
         return NotADirectoryInSandboxError(f"not a directory: {path}")
     if exc.errno in (errno.EISDIR,):
         return NotAFileInSandboxError(f"is a directory: {path}")
+    if exc.errno in (errno.ENAMETOOLONG, errno.EINVAL, errno.EILSEQ):
+        return InvalidRequestError(f"invalid path: {exc.strerror}: {path}")
     if exc.errno == errno.ELOOP:  # a component was swapped for a symlink mid-walk
         return PathOutsideSandboxError(f"path changed while it was resolved: {path}")
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.EXDEV):

@@ -131,6 +131,13 @@ def _signal(value) -> int:
 
 
 # ---- the context WebSocket ----------------------------------------------------------------------
+@bp.on_request(priority=-1)  # after the app-wide bearer auth (priority 0)
+async def find_context_before_upgrade(request: Request):
+    """404 context_not_found as a JSON envelope before the 101, as for the session WebSocket."""
+    if request.route is not None and request.route.name.endswith("context_ws"):
+        contexts(request, request.match_info["sandbox_id"]).get(request.match_info["context_id"])
+
+
 @bp.websocket("/<context_id>/ws", ctx_action="context_ws")
 async def context_ws(request: Request, ws, sandbox_id: str, context_id: str):
     try:
