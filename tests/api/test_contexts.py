@@ -12,7 +12,7 @@ from sandbox0.apispec.models.create_repl_context_request import CreateREPLContex
 from sandbox0.apispec.models.process_type import ProcessType
 from sandbox0.apispec.models.pty_size import PTYSize
 from sandbox0.sandbox import CmdOptions, RunOptions
-from tests.helpers import err, ok
+from tests.helpers import err, ok, wait_for
 
 
 @pytest.fixture
@@ -148,3 +148,16 @@ def test_contexts_have_no_journal_and_end_with_the_runtime(http, sandbox_id):
     ok(http.post(f"{base}/resume", json={}), 200)
     err(http.get(f"{base}/contexts/{ctx['id']}"), 404, "context_not_found")
     assert ok(http.get(f"{base}/contexts"), 200) == {"contexts": []}
+
+
+def test_a_context_past_its_ttl_is_ended_and_forgotten(http, sandbox_id):
+    base = f"/api/v1/sandboxes/{sandbox_id}/contexts"
+    ctx = ok(http.post(base, json={"type": "cmd", "cmd": {"command": ["sleep", "600"]}, "ttl_sec": 1}), 201)
+    idle = ok(http.post(base, json={"type": "cmd", "cmd": {"command": ["sleep", "600"]}, "idle_timeout_sec": 1}),
+              201)
+    kept = ok(http.post(base, json={"type": "cmd", "cmd": {"command": ["sleep", "600"]}}), 201)
+    wait_for(lambda: http.get(f"{base}/{ctx['id']}").status_code == 404
+             and http.get(f"{base}/{idle['id']}").status_code == 404, timeout=10,
+             describe="contexts past ttl_sec / idle_timeout_sec deleted")
+    assert ok(http.get(f"{base}/{kept['id']}"), 200)["running"] is True
+    ok(http.delete(f"{base}/{kept['id']}"), 200)
