@@ -21,6 +21,7 @@ import os
 import stat as st
 import uuid
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterator
@@ -131,10 +132,20 @@ class ConfinedFS:
         return DirectoryWatch(self, path, recursive)
 
     # ---- reads --------------------------------------------------------------------------------
+    @contextmanager
+    def _walked(self, path: str, *, follow_last: bool = True) -> Iterator[Entry]:
+        """The resolved entry for the body of a ``with``; OS errors become the API's, fds are closed."""
+        entry = self.resolve(path, follow_last=follow_last)
+        try:
+            yield entry
+        except OSError as exc:
+            raise _translate(exc, path) from None
+        finally:
+            entry.close()
+
     def open_read(self, path: str) -> tuple[int, int]:
         """An fd of the regular file and its size; the caller closes the fd."""
-        entry = self.resolve(path)
-        try:
+        with self._walked(path) as entry:
             if entry.self_fd is not None:
                 raise NotAFileInSandboxError(f"not a file: {entry.view}")
             fd = os.open(entry.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
@@ -145,23 +156,13 @@ class ConfinedFS:
                 raise NotAFileInSandboxError(f"not a regular file: {entry.view}")
             os.set_blocking(fd, True)
             return fd, info.st_size
-        except OSError as exc:
-            raise _translate(exc, path) from None
-        finally:
-            entry.close()
 
     def stat(self, path: str) -> dict:
-        entry = self.resolve(path, follow_last=False)
-        try:
+        with self._walked(path, follow_last=False) as entry:
             return self._info(entry.parent_fd, entry.name, entry.view, entry.self_fd)
-        except OSError as exc:
-            raise _translate(exc, path) from None
-        finally:
-            entry.close()
 
     def list(self, path: str) -> list[dict]:
-        entry = self.resolve(path)
-        try:
+        with self._walked(path) as entry:
             if entry.self_fd is None:
                 if entry.name is not None and not _exists(entry):
                     raise FileNotFoundInSandboxError(f"directory not found: {entry.view}")
@@ -172,10 +173,6 @@ class ConfinedFS:
                 return [self._info(fd, name, entry.view.rstrip("/") + "/" + name, None) for name in names]
             finally:
                 os.close(fd)
-        except OSError as exc:
-            raise _translate(exc, path) from None
-        finally:
-            entry.close()
 
     def _info(self, dir_fd: int | None, name: str | None, view: str, self_fd: int | None) -> dict:
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False) if name is not None else os.fstat(self_fd)
@@ -224,25 +221,20 @@ class ConfinedFS:
         self._mkdir_one(path, exist_ok=False)
 
     def _mkdir_one(self, path: str, exist_ok: bool) -> None:
-        entry = self.resolve(path)
-        try:
+        with self._walked(path) as entry:
             if entry.self_fd is not None:
                 if not exist_ok:
                     raise PathExistsError(f"path exists: {entry.view}")
                 return
-            os.mkdir(entry.name, 0o755, dir_fd=entry.parent_fd)
-        except FileExistsError:
-            raise (PathExistsError if not exist_ok else NotADirectoryInSandboxError)(
-                f"path exists: {entry.view}") from None
-        except OSError as exc:
-            raise _translate(exc, path) from None
-        finally:
-            entry.close()
+            try:
+                os.mkdir(entry.name, 0o755, dir_fd=entry.parent_fd)
+            except FileExistsError:  # a file (or a link) already has the name
+                raise (NotADirectoryInSandboxError if exist_ok else PathExistsError)(
+                    f"path exists: {entry.view}") from None
 
     def remove(self, path: str) -> None:
         """Delete a file, a link (not its target) or a directory tree."""
-        entry = self.resolve(path, follow_last=False)
-        try:
+        with self._walked(path, follow_last=False) as entry:
             if entry.name is None:
                 raise PathOutsideSandboxError(f"{entry.view} itself cannot be deleted")
             info = os.stat(entry.name, dir_fd=entry.parent_fd, follow_symlinks=False)
@@ -250,26 +242,14 @@ class ConfinedFS:
                 _remove_tree(entry.parent_fd, entry.name)
             else:
                 os.unlink(entry.name, dir_fd=entry.parent_fd)
-        except OSError as exc:
-            raise _translate(exc, path) from None
-        finally:
-            entry.close()
 
     def move(self, source: str, destination: str) -> None:
-        src = self.resolve(source, follow_last=False)
-        try:
-            dst = self.resolve(destination, follow_last=False)  # a link at the destination is replaced
-            try:
-                if src.name is None or dst.name is None:
-                    raise PathOutsideSandboxError("an area root cannot be moved or replaced")
-                os.stat(src.name, dir_fd=src.parent_fd, follow_symlinks=False)  # 404 before anything else
-                os.rename(src.name, dst.name, src_dir_fd=src.parent_fd, dst_dir_fd=dst.parent_fd)
-            finally:
-                dst.close()
-        except OSError as exc:
-            raise _translate(exc, source) from None
-        finally:
-            src.close()
+        with self._walked(source, follow_last=False) as src, \
+                self._walked(destination, follow_last=False) as dst:  # a link at the destination is replaced
+            if src.name is None or dst.name is None:
+                raise PathOutsideSandboxError("an area root cannot be moved or replaced")
+            os.stat(src.name, dir_fd=src.parent_fd, follow_symlinks=False)  # 404 before anything else
+            os.rename(src.name, dst.name, src_dir_fd=src.parent_fd, dst_dir_fd=dst.parent_fd)
 
 
 class Upload:
