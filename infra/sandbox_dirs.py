@@ -1,8 +1,8 @@
-"""Sandbox directories on disk: ``<data>/sandboxes/<id>/{workspace,state}``.
+"""Sandbox directories on disk: ``<data>/sandboxes/<id>/{workspace,tmp,state}``.
 
 The sandbox directory is its "rootfs": ``workspace/`` is what its processes see at
-/workspace, ``state/`` holds its store and checkpoint manifest and is never visible
-to them.
+/workspace, ``tmp/`` their /tmp under bwrap, ``state/`` holds its store and checkpoint
+manifest and is never visible to them.
 """
 from __future__ import annotations
 
