@@ -241,3 +241,35 @@ def test_file_errors_use_the_reference_codes(http, sandbox):
     assert http.get(base, params={"path": "/workspace/f"}, headers={"Accept": "application/json"}).json()["data"] \
         == {"content": "eA==", "encoding": "base64"}
     err(http.get("/api/v1/sandboxes/sb-missing/files", params={"path": "/workspace/f"}), 404, "not_found")
+
+
+def test_a_link_swapped_in_while_the_api_writes_never_redirects_the_write(client, sandbox, bwrap_server):
+    """The sandbox races the API: it keeps replacing a directory with a link to another sandbox's
+    workspace (by its host path and by a climbing relative path) while files are written into it."""
+    other = client.sandboxes.claim("default")
+    try:
+        other_ws = f"{bwrap_server.data_dir}/sandboxes/{other.id}/workspace"
+        sandbox.mkdir("/workspace/d")
+        racer = sandbox.cmd_stream("race", CmdOptions(command=["sh", "-c", f"""
+            cd /workspace; end=$(($(date +%s) + 4)); echo racing
+            while [ $(date +%s) -lt $end ]; do
+                mv d d.real; ln -s {other_ws} d; rm d; ln -s ../../{other.id}/workspace d; rm d; mv d.real d
+            done"""]))
+        outcomes = {"written": 0, "refused": 0}
+        try:
+            for i in range(200):
+                try:
+                    sandbox.write_file(f"/workspace/d/f{i}", b"racing write")
+                    outcomes["written"] += 1
+                except APIError as error:
+                    assert error.status_code in (400, 403, 404, 409), error
+                    outcomes["refused"] += 1
+        finally:
+            racer.wait()
+            racer.close()
+        assert other.list_files("/workspace") == []  # nothing ever landed in the other sandbox
+        assert not os.listdir(other_ws)
+        landed = {e.name for e in sandbox.list_files("/workspace/d")}
+        assert len(landed) == outcomes["written"] and outcomes["written"] > 0, outcomes
+    finally:
+        client.sandboxes.delete(other.id)
