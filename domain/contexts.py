@@ -14,9 +14,8 @@ import asyncio
 import codecs
 import logging
 import signal as signals
-from collections import deque
-from dataclasses import dataclass, field
 
+from .context_state import CAPTURE_LIMIT, EXIT, Capture, Context, Subscriber
 from .model.contexts import (
     READY_TOKEN,
     ContextRequest,
@@ -32,7 +31,7 @@ from .model.errors import (
     ExecTimeoutError,
     OperationFailedError,
 )
-from .ports import AttemptHandle, StartFailedError, TerminalSize
+from .ports import StartFailedError, TerminalSize
 
 log = logging.getLogger(__name__)
 
@@ -40,81 +39,9 @@ EXEC_TIMEOUT_S = 30.0     # the reference's exec timeout (408 exec_timeout)
 PROMPT_QUIET_S = 0.05     # after a prompt, output must pause this long for an exec to be done
 READY_TIMEOUT_S = 30.0    # a REPL that never prints its prompt fails the exec
 FINISHED_TTL_S = 600      # a finished context is kept this long for its output and status
-REPLAY_LIMIT = 8 << 20    # output retained per context for late WebSocket subscribers
-CAPTURE_LIMIT = 16 << 20  # stdout / stderr / raw output retained for wait_until_done and exec
-SUBSCRIBER_QUEUE = 4096   # chunks; a subscriber that falls this far behind is dropped
 STOP_GRACE_S = 2.0
 KILL_WAIT_S = 5.0
 SWEEP_S = 1.0
-EXIT = ("exit", "", "", False)  # (kind, source, text, prompt seen)
-
-
-class _Capture:
-    """Text kept up to ``limit`` characters; beyond it the oldest part is dropped."""
-
-    def __init__(self, limit: int) -> None:
-        self.parts: deque[str] = deque()
-        self.size = 0
-        self.limit = limit
-
-    def add(self, text: str) -> None:
-        self.parts.append(text)
-        self.size += len(text)
-        while self.size > self.limit and len(self.parts) > 1:
-            self.size -= len(self.parts.popleft())
-
-    def text(self) -> str:
-        return "".join(self.parts)
-
-
-@dataclass(eq=False)  # kept in sets: identity, not value
-class Subscriber:
-    queue: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(SUBSCRIBER_QUEUE))
-    dropped: bool = False
-
-    def push(self, item: tuple) -> None:
-        if self.dropped:
-            return
-        try:
-            self.queue.put_nowait(item)
-        except asyncio.QueueFull:  # too slow: it gets a final EXIT-like marker instead of more output
-            self.dropped = True
-            self.queue.get_nowait()
-            self.queue.put_nowait(("dropped", "", "", False))
-
-
-@dataclass
-class Context:
-    id: str
-    request: ContextRequest
-    created_ns: int
-    last_activity_ns: int
-    terminal: TerminalSize | None
-    handle: AttemptHandle | None = None
-    exit_code: int | None = None
-    state: str = "running"
-    finished_ns: int = 0
-    exited: asyncio.Event = field(default_factory=asyncio.Event)
-    ready: asyncio.Event = field(default_factory=asyncio.Event)
-    replay: _Capture = field(default_factory=lambda: _Capture(REPLAY_LIMIT))
-    chunks: deque = field(default_factory=deque)  # (source, text) for replay, bounded by ``replay``
-    streams: dict = field(default_factory=dict)   # source -> _Capture
-    decoders: dict = field(default_factory=dict)  # source -> incremental UTF-8 decoder
-    subscribers: set = field(default_factory=set)
-    prompt_tail: str = ""
-    exec_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    watcher: asyncio.Task | None = None
-
-    @property
-    def running(self) -> bool:
-        return self.handle is not None and not self.exited.is_set()
-
-    def captured(self, source: str) -> str:
-        capture = self.streams.get(source)
-        return capture.text() if capture is not None else ""
-
-    def raw_output(self) -> str:
-        return "".join(text for _source, text in self.chunks)
 
 
 class SandboxContexts:
@@ -308,7 +235,7 @@ class SandboxContexts:
             context.chunks.popleft()  # keep the chunk log in step with the bounded replay text
         capture = context.streams.get(source)
         if capture is None:
-            capture = context.streams[source] = _Capture(CAPTURE_LIMIT)
+            capture = context.streams[source] = Capture(CAPTURE_LIMIT)
         capture.add(text)
         prompt = False
         if context.request.type == "repl":

@@ -16,7 +16,6 @@ Everything here blocks: callers run it in a thread.
 """
 from __future__ import annotations
 
-import errno
 import os
 import stat as st
 import uuid
@@ -27,7 +26,6 @@ from datetime import datetime, timezone
 from typing import Iterator
 
 from domain.model.errors import (
-    FileError,
     FileNotFoundInSandboxError,
     InvalidRequestError,
     NotADirectoryInSandboxError,
@@ -35,6 +33,9 @@ from domain.model.errors import (
     PathExistsError,
     PathOutsideSandboxError,
 )
+
+from .atomic_upload import Upload
+from .confined_errors import translate
 
 MAX_LINKS = 40  # as the kernel's MAXSYMLINKS
 DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -122,7 +123,7 @@ class ConfinedFS:
             return Entry(_view(stack), parent, stack[-1] if parent is not None else None, fds[-1], owned)
         except OSError as exc:
             _close(owned)
-            raise _translate(exc, path) from None
+            raise translate(exc, path) from None
         except BaseException:
             _close(owned)
             raise
@@ -139,7 +140,7 @@ class ConfinedFS:
         try:
             yield entry
         except OSError as exc:
-            raise _translate(exc, path) from None
+            raise translate(exc, path) from None
         finally:
             entry.close()
 
@@ -197,7 +198,7 @@ class ConfinedFS:
                          dir_fd=entry.parent_fd)
         except OSError as exc:
             entry.close()
-            raise _translate(exc, path) from None
+            raise translate(exc, path) from None
         except BaseException:
             entry.close()
             raise
@@ -252,55 +253,6 @@ class ConfinedFS:
             os.rename(src.name, dst.name, src_dir_fd=src.parent_fd, dst_dir_fd=dst.parent_fd)
 
 
-class Upload:
-    """One atomic write in progress: bytes go to a temporary file until ``commit``."""
-
-    def __init__(self, entry: Entry, temp: str, fd: int) -> None:
-        self.entry, self.temp, self.fd = entry, temp, fd
-        self.size = 0
-
-    def write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view):]
-        self.size += len(data)
-
-    def commit(self) -> None:
-        try:
-            os.fsync(self.fd)
-            os.close(self.fd)
-            self.fd = -1
-            os.rename(self.temp, self.entry.name, src_dir_fd=self.entry.parent_fd,
-                      dst_dir_fd=self.entry.parent_fd)
-            self.temp = ""
-            _fsync_dir(self.entry.parent_fd)  # the rename itself survives a crash too
-        except OSError as exc:
-            raise _translate(exc, self.entry.view) from None
-        finally:
-            self.abort()
-
-    def abort(self) -> None:
-        """Idempotent: drop the temporary file (if not committed) and every fd."""
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-        if self.temp:
-            try:
-                os.unlink(self.temp, dir_fd=self.entry.parent_fd)
-            except OSError:
-                pass
-            self.temp = ""
-        self.entry.close()
-
-
-def _fsync_dir(dir_fd: int) -> None:
-    fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)  # O_PATH fds cannot sync
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _remove_tree(parent_fd: int, name: str) -> None:
     fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
     try:
@@ -341,21 +293,3 @@ def _close(fds: list[int]) -> None:
     for fd in fds:
         os.close(fd)
     fds.clear()
-
-
-def _translate(exc: OSError, path: str) -> Exception:
-    if exc.errno == errno.ENOENT:
-        return FileNotFoundInSandboxError(f"file not found: {path}")
-    if exc.errno == errno.EEXIST or exc.errno == errno.ENOTEMPTY:
-        return PathExistsError(f"path exists: {path}")
-    if exc.errno == errno.ENOTDIR:
-        return NotADirectoryInSandboxError(f"not a directory: {path}")
-    if exc.errno in (errno.EISDIR,):
-        return NotAFileInSandboxError(f"is a directory: {path}")
-    if exc.errno in (errno.ENAMETOOLONG, errno.EINVAL, errno.EILSEQ):
-        return InvalidRequestError(f"invalid path: {exc.strerror}: {path}")
-    if exc.errno == errno.ELOOP:  # a component was swapped for a symlink mid-walk
-        return PathOutsideSandboxError(f"path changed while it was resolved: {path}")
-    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.EXDEV):
-        return PathOutsideSandboxError(f"permission denied: {path}")
-    return FileError(f"{exc.strerror or exc}: {path}")
