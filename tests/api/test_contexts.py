@@ -12,7 +12,7 @@ from sandbox0.apispec.models.create_repl_context_request import CreateREPLContex
 from sandbox0.apispec.models.process_type import ProcessType
 from sandbox0.apispec.models.pty_size import PTYSize
 from sandbox0.sandbox import CmdOptions, RunOptions
-from tests.helpers import err, ok, wait_for
+from tests.helpers import TOKEN, err, ok, wait_for
 
 
 @pytest.fixture
@@ -161,3 +161,22 @@ def test_a_context_past_its_ttl_is_ended_and_forgotten(http, sandbox_id):
              describe="contexts past ttl_sec / idle_timeout_sec deleted")
     assert ok(http.get(f"{base}/{kept['id']}"), 200)["running"] is True
     ok(http.delete(f"{base}/{kept['id']}"), 200)
+
+
+def test_the_context_websocket_answers_a_repl_request_at_its_prompt(server, sandbox):
+    """ContextWebSocketInput with a request_id gets ContextWebSocketDone {request_id} at the next prompt."""
+    import json
+
+    from websockets.sync.client import connect
+
+    sandbox.run("python", "pass")  # the cached REPL is ready
+    context_id = sandbox.list_contexts()[0].id
+    url = server.url.replace("http://", "ws://") + f"/api/v1/sandboxes/{sandbox.id}/contexts/{context_id}/ws"
+    with connect(url, additional_headers={"Authorization": f"Bearer {TOKEN}"}, open_timeout=10) as ws:
+        ws.send(json.dumps({"type": "input", "data": "print(6 * 7)\n", "request_id": "req-1"}))
+        seen = []
+        while not seen or seen[-1].get("type") != "done":
+            seen.append(json.loads(ws.recv(timeout=10)))
+    assert seen[-1] == {"type": "done", "request_id": "req-1"}
+    assert "42\r\n" in "".join(m.get("data", "") for m in seen if m["type"] == "output")
+    assert all(m.get("source") in (None, "pty") for m in seen)

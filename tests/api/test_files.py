@@ -273,3 +273,16 @@ def test_a_link_swapped_in_while_the_api_writes_never_redirects_the_write(client
         assert len(landed) == outcomes["written"] and outcomes["written"] > 0, outcomes
     finally:
         client.sandboxes.delete(other.id)
+
+
+def test_contexts_run_in_the_same_isolation_as_sessions(client, sandbox, bwrap_server):
+    other = client.sandboxes.claim("default")
+    try:
+        other.write_file("/workspace/secret", b"theirs")
+        probe = sandbox.cmd("probe", CmdOptions(command=["sh", "-c", f"""
+            cat {bwrap_server.data_dir}/sandboxes/{other.id}/workspace/secret 2>&1 || echo no-host-path
+            ls -A /workspace; cat /proc/1/cmdline | tr '\\0' ' '; echo"""]))
+        assert "theirs" not in probe.output_raw and "no-host-path" in probe.stdout, probe
+        assert "sessiond" not in probe.stdout and "api serve" not in probe.stdout  # own pid namespace
+    finally:
+        client.sandboxes.delete(other.id)
