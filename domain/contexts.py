@@ -14,6 +14,7 @@ import asyncio
 import codecs
 import logging
 import signal as signals
+from typing import Protocol
 
 from .context_state import CAPTURE_LIMIT, EXIT, Capture, Context, Subscriber
 from .model.contexts import (
@@ -31,7 +32,7 @@ from .model.errors import (
     ExecTimeoutError,
     OperationFailedError,
 )
-from .ports import StartFailedError, TerminalSize
+from .ports import Clock, ExitStatus, Launch, ProcessRunner, StartFailedError, TerminalSize
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +45,22 @@ KILL_WAIT_S = 5.0
 SWEEP_S = 1.0
 
 
+class ContextHost(Protocol):
+    """What contexts need from their sandbox's service: the session path's launch and runners."""
+
+    pipe_runner: ProcessRunner
+    pty_runner: ProcessRunner
+    clock: Clock
+
+    def launch_process(self, argv: list[str], cwd: str, env_overrides: dict[str, str],
+                       terminal: TerminalSize | None) -> Launch: ...
+    def translate_exit(self, status: ExitStatus) -> ExitStatus: ...
+    def new_uuid_hex(self) -> str: ...
+
+
 class SandboxContexts:
-    def __init__(self, service) -> None:
-        self.service = service  # launch_process, runners, clock, ids, translate_exit
+    def __init__(self, service: ContextHost) -> None:
+        self.service = service
         self.contexts: dict[str, Context] = {}
         self._sweeper: asyncio.Task | None = None
         self._closed = False
