@@ -19,8 +19,8 @@ from .events import (DEFAULT_RECONNECT_TIMEOUT_S, SSE_READ_TIMEOUT_S, STREAM_HEA
 from .models import Event, InputResult
 from .operations import Call, SandboxOps, SessionOps, finish, session_path
 from .sync import auth_headers, base_url, wrap_transport
-from .ws import CONNECT_FAILURES, AsyncAeroAttach, AsyncSessionSocket, refused, ws_url
 from .workspace import WorkspaceOps
+from .ws import CONNECT_FAILURES, AsyncAeroAttach, AsyncSessionSocket, refused, ws_url
 
 
 class AsyncClient(SandboxOps, SessionOps, WorkspaceOps):

@@ -16,8 +16,8 @@ from .events import (DEFAULT_RECONNECT_TIMEOUT_S, SSE_READ_TIMEOUT_S, STREAM_HEA
                      Resume, SSEParser, stream_params)
 from .models import Event, InputResult
 from .operations import Call, SandboxOps, SessionOps, finish, session_path
-from .ws import CONNECT_FAILURES, AeroAttach, SessionSocket, opened, refused, ws_url
 from .workspace import WorkspaceOps
+from .ws import CONNECT_FAILURES, AeroAttach, SessionSocket, opened, refused, ws_url
 
 DEFAULT_URL = "http://127.0.0.1:8780"
 

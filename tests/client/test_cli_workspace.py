@@ -78,3 +78,18 @@ def test_the_client_covers_the_context_and_file_routes(server, sb):
         client.delete_file(sb, "/workspace/d")
         with pytest.raises(NotFound):
             client.stat_file(sb, "/workspace/d")
+
+
+def test_the_async_client_has_the_same_context_and_file_methods(server, sb):
+    import asyncio
+
+    from api.client import AsyncClient
+
+    async def scenario():
+        async with AsyncClient(server.url, TOKEN) as client:
+            await client.write_file(sb, "/workspace/async.bin", b"\x01\x02")
+            assert await client.read_file(sb, "/workspace/async.bin") == b"\x01\x02"
+            result = await client.run_command(sb, ["cat", "/workspace/async.bin"])
+            assert (result.stdout, result.exit_code) == ("\x01\x02", 0)
+
+    asyncio.run(scenario())
