@@ -89,7 +89,7 @@ def test_the_async_client_has_the_same_context_and_file_methods(server, sb):
         async with AsyncClient(server.url, TOKEN) as client:
             await client.write_file(sb, "/workspace/async.bin", b"\x01\x02")
             assert await client.read_file(sb, "/workspace/async.bin") == b"\x01\x02"
-            result = await client.run_command(sb, ["cat", "/workspace/async.bin"])
+            result = await client.run_command(sb, ["cat", "async.bin"])  # cwd: the workspace
             assert (result.stdout, result.exit_code) == ("\x01\x02", 0)
 
     asyncio.run(scenario())
