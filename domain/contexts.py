@@ -31,6 +31,7 @@ from .model.errors import (
     ContextPtyUnavailableError,
     ExecTimeoutError,
     OperationFailedError,
+    UnavailableError,
 )
 from .ports import Clock, ExitStatus, Launch, ProcessRunner, StartFailedError, TerminalSize
 
@@ -82,7 +83,12 @@ class SandboxContexts:
         context_id = "ctx-" + self.service.new_uuid_hex()[:16]
         terminal = TerminalSize(*request.terminal) if request.terminal else None
         context = Context(context_id, request, now, now, terminal)
+        if self._closed:
+            raise UnavailableError("sandbox runtime is not available")
         await self._start(context)
+        if self._closed:  # the runtime was released while the process started: it must not outlive it
+            await self._end(context)
+            raise UnavailableError("sandbox runtime is not available")
         self.contexts[context_id] = context
         self._ensure_sweeper()
         output = ""
@@ -114,6 +120,9 @@ class SandboxContexts:
         fresh = Context(context.id, context.request, context.created_ns, self.service.clock.now_ns(),
                         context.terminal)
         await self._start(fresh)
+        if self._closed or self.contexts.get(context_id) is not context:  # released or deleted meanwhile
+            await self._end(fresh)
+            raise ContextNotFoundError()
         self.contexts[context_id] = fresh
         return fresh
 

@@ -3,6 +3,9 @@ and the context routes, as the SDK's own e2e tests (test_sandbox_run.py, test_sa
 call them, plus the reference's error codes."""
 from __future__ import annotations
 
+import os
+import uuid
+
 import pytest
 
 from sandbox0.apispec.models.create_cmd_context_request import CreateCMDContextRequest
@@ -139,12 +142,27 @@ def test_context_errors_use_the_reference_codes(http, sandbox_id):
     err(http.get("/api/v1/sandboxes/sb-missing/contexts"), 404, "not_found")
 
 
+def processes_with(marker: bytes) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker in f.read().split(b"\0"):
+                    found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
 def test_contexts_have_no_journal_and_end_with_the_runtime(http, sandbox_id):
     """A context is not a session: it is not listed with them, and a pause/resume ends it."""
     base = f"/api/v1/sandboxes/{sandbox_id}"
-    ctx = ok(http.post(f"{base}/contexts", json={"type": "cmd", "cmd": {"command": ["sleep", "600"]}}), 201)
+    marker = f"{600 + os.getpid() % 1000}.{uuid.uuid4().int % 10**6}"  # a sleep only this test runs
+    ctx = ok(http.post(f"{base}/contexts", json={"type": "cmd", "cmd": {"command": ["sleep", marker]}}), 201)
     assert ok(http.get(f"{base}/sessions"), 200) == {"sessions": []}
+    assert processes_with(marker.encode())
     ok(http.post(f"{base}/pause", json={}), 200)
+    wait_for(lambda: not processes_with(marker.encode()), timeout=10, describe="the context process ended")
     ok(http.post(f"{base}/resume", json={}), 200)
     err(http.get(f"{base}/contexts/{ctx['id']}"), 404, "context_not_found")
     assert ok(http.get(f"{base}/contexts"), 200) == {"contexts": []}
