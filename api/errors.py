@@ -36,6 +36,7 @@ STATUS[:0] = [
     (e.PathExistsError, 409, "path_exists"),
     (e.NotADirectoryInSandboxError, 409, "path_not_directory"),
     (e.NotAFileInSandboxError, 409, "path_not_file"),
+    (e.FileTooLargeError, 413, "file_too_large"),
 ]
 
 

@@ -20,8 +20,9 @@ AS = AERO + "/{sandbox_id}/sessions/{session_id}"
 ERRORS = {400: "invalid request", 401: "missing or wrong bearer token", 403: "forbidden",
           404: "unknown sandbox or session", 408: "exec_timeout", 409: "conflict",
           410: "cursor older than the retained journal (contexts: process_finished)",
-          426: "a WebSocket route called without the upgrade", 429: "input buffer full", 500: "<action>_failed", 503: "unavailable (lifecycle barrier, "
-          "paused without auto_resume)"}
+          413: "too large (file_too_large; payload_too_large)",
+          426: "a WebSocket route called without the upgrade", 429: "input buffer full",
+          500: "<action>_failed", 503: "unavailable (lifecycle barrier, paused without auto_resume)"}
 SESSION_ERRORS = (400, 401, 404, 503)
 
 

@@ -75,7 +75,7 @@ def workspace_paths(operation, query, upgrade) -> dict:
             "get": operation("read_file", "Read a file (octet-stream; JSON base64 with Accept: application/json)",
                              {200: {"description": "the bytes", "content": {
                                  "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
-                                 "application/json": {"schema": ref("FileContent")}}}}, file_errors,
+                                 "application/json": {"schema": ref("FileContent")}}}}, (*file_errors, 413),
                              params=path, **f),
             "post": operation("write_file", "Write a file atomically (body: the bytes), or mkdir=true",
                               {200: ref("Written"), 201: ref("Created")}, file_errors,

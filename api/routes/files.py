@@ -19,7 +19,7 @@ import orjson
 
 from sanic import Blueprint, Request
 
-from domain.model.errors import DomainError, InvalidRequestError
+from domain.model.errors import DomainError, FileTooLargeError, InvalidRequestError
 from domain.model.requests import body_object
 
 from ..schemas import ok, parse_json
@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 bp = Blueprint("files", url_prefix="/api/v1/sandboxes/<sandbox_id>/files")
 
 READ_CHUNK = 1 << 20
+JSON_READ_LIMIT = 64 << 20  # base64 in JSON is built in memory; larger files are read as bytes
 TRUE = ("true", "1", "yes")
 
 
@@ -52,11 +53,14 @@ async def _run(fn, *args, **kwargs):
 
 @bp.get("", ctx_action="read_file", strict_slashes=False)
 async def read_file(request: Request, sandbox_id: str):
-    """200 the bytes (application/octet-stream), or {content, encoding: base64} for Accept: JSON; 400; 403; 404; 409."""
+    """200 the bytes (application/octet-stream), or {content, encoding: base64} for Accept: JSON
+    (413 file_too_large past 64 MiB); 400; 403; 404; 409."""
     fs = sandbox_fs(request, sandbox_id)
     fd, size = await _run(fs.open_read, _path(request))
     try:
         if _wants_json(request):
+            if size > JSON_READ_LIMIT:
+                raise FileTooLargeError(f"file too large for a JSON read ({size} bytes); read it as bytes")
             data = await _run(_read_all, fd)
             return ok({"content": base64.b64encode(data).decode(), "encoding": "base64"})
         response = await request.respond(content_type="application/octet-stream",
@@ -95,6 +99,8 @@ async def write_file(request: Request, sandbox_id: str):
         await _drain(request)
         await _run(fs.mkdir, path, request.args.get("recursive", "").lower() in TRUE)
         return ok({"created": True}, 201)
+    # Sanic lifts the size limit for streamed bodies; an upload keeps the API's (256 MiB).
+    request.stream.request_max_size = request.app.config.REQUEST_MAX_SIZE
     upload = await _run(fs.begin_write, path)
     try:
         while (chunk := await request.stream.read()) is not None:

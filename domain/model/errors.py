@@ -164,3 +164,7 @@ class NotADirectoryInSandboxError(FileError, ConflictError):
 
 class NotAFileInSandboxError(FileError, ConflictError):
     code = "path_not_file"
+
+
+class FileTooLargeError(FileError):
+    code = "file_too_large"

@@ -12,6 +12,7 @@ import shutil
 import threading
 import time
 
+import httpx
 import pytest
 
 import sandbox0
@@ -286,3 +287,21 @@ def test_contexts_run_in_the_same_isolation_as_sessions(client, sandbox, bwrap_s
         assert "sessiond" not in probe.stdout and "api serve" not in probe.stdout  # own pid namespace
     finally:
         client.sandboxes.delete(other.id)
+
+
+def test_an_upload_past_the_request_limit_is_refused_and_leaves_the_old_file(http, sandbox):
+    base = f"/api/v1/sandboxes/{sandbox.id}/files"
+    ok(http.post(base, params={"path": "/workspace/f"}, content=b"old"), 200)
+    chunk = b"\0" * (1 << 20)
+
+    def body():  # chunked: the server counts as it reads and stops at 256 MiB
+        for _ in range(257):
+            yield chunk
+
+    try:
+        response = http.post(base, params={"path": "/workspace/f"}, content=body())
+        assert (response.status_code, response.json()["error"]["code"]) == (413, "payload_too_large")
+    except httpx.HTTPError:
+        pass  # the server may close the connection before reading the rest: a refusal too
+    assert sandbox.read_file("/workspace/f") == b"old"
+    assert [e.name for e in sandbox.list_files("/workspace")] == ["f"]  # no temporary left behind
