@@ -99,11 +99,12 @@ async def write_file(request: Request, sandbox_id: str):
         await _drain(request)
         await _run(fs.mkdir, path, request.args.get("recursive", "").lower() in TRUE)
         return ok({"created": True}, 201)
-    # Sanic lifts the size limit for streamed bodies; an upload keeps the API's (256 MiB).
-    request.stream.request_max_size = request.app.config.REQUEST_MAX_SIZE
+    stream = request.stream
+    if stream is not None:  # Sanic lifts the size limit for streamed bodies; an upload keeps the API's
+        stream.request_max_size = request.app.config.REQUEST_MAX_SIZE
     upload = await _run(fs.begin_write, path)
     try:
-        while (chunk := await request.stream.read()) is not None:
+        while stream is not None and (chunk := await stream.read()) is not None:
             if chunk:
                 await _run(upload.write, chunk)
         await _run(upload.commit)
@@ -113,7 +114,7 @@ async def write_file(request: Request, sandbox_id: str):
 
 
 async def _drain(request: Request) -> None:
-    while await request.stream.read() is not None:
+    while request.stream is not None and await request.stream.read() is not None:
         pass
 
 
