@@ -9,7 +9,7 @@ from .browser import install_origin_check
 from .errors import handle_error
 from .gate import install_runtime_gate
 from .metrics import install_metrics
-from .routes import aerolvm, audit, health, journal, sandboxes, sessions, ui, ws
+from .routes import aerolvm, audit, contexts, files, health, journal, sandboxes, sessions, ui, ws
 from .routes import openapi as openapi_route
 
 
@@ -26,7 +26,7 @@ def create_app(container, *, name: str = "sessiond") -> Sanic:
     install_origin_check(app)  # browsers: no foreign Origin on the API or its WebSockets
     install_auth(app, container.settings.token)
     install_runtime_gate(app)  # after auth: only an authenticated call may wake a sandbox
-    for module in (health, sandboxes, sessions, journal, audit, ws, aerolvm, ui):
+    for module in (health, sandboxes, sessions, journal, audit, ws, aerolvm, contexts, files, ui):
         app.blueprint(module.bp)
     app.blueprint(openapi_route.bp)  # GET /api/v1/openapi.json
     install_metrics(app, container)  # GET /metrics, behind auth

@@ -14,9 +14,12 @@ from sanic import Request
 READ_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
 
 
+RUNTIME_PATHS = ("/sessions", "/contexts", "/files")  # calls that need the sandbox's runtime
+
+
 def runtime_call(request: Request) -> str | None:
-    """The sandbox id when this request is a session call, else None."""
-    if request.route is None or "/sessions" not in request.path:
+    """The sandbox id when this request is a session, context or file call, else None."""
+    if request.route is None or not any(part in request.path for part in RUNTIME_PATHS):
         return None
     return request.match_info.get("sandbox_id")
 

@@ -10,15 +10,19 @@ from __future__ import annotations
 from functools import lru_cache
 
 from .openapi_schemas import ALL, INT64, ref
+from .openapi_workspace import SCHEMAS as WORKSPACE_SCHEMAS
+from .openapi_workspace import workspace_paths
 
 SB = "/api/v1/sandboxes"
 SS = SB + "/{sandbox_id}/sessions/{session_id}"
 AERO = "/v1/sandboxes"
 AS = AERO + "/{sandbox_id}/sessions/{session_id}"
 ERRORS = {400: "invalid request", 401: "missing or wrong bearer token", 403: "forbidden",
-          404: "unknown sandbox or session", 409: "conflict", 410: "cursor older than the retained journal",
-          429: "input buffer full", 500: "<action>_failed", 503: "unavailable (lifecycle barrier, "
-          "paused without auto_resume)"}
+          404: "unknown sandbox or session", 408: "exec_timeout", 409: "conflict",
+          410: "cursor older than the retained journal (contexts: process_finished)",
+          413: "too large (file_too_large; payload_too_large)",
+          426: "a WebSocket route called without the upgrade", 429: "input buffer full",
+          500: "<action>_failed", 503: "unavailable (lifecycle barrier, paused without auto_resume)"}
 SESSION_ERRORS = (400, 401, 404, 503)
 
 
@@ -127,6 +131,7 @@ def sandbox0_paths() -> dict:
             "refresh_sandbox", "Re-arm the ttl deadlines", {200: ref("RefreshResponse")}, (400, 401, 404),
             "RefreshRequest", False, **tag)},
         **session_paths(),
+        **workspace_paths(operation, _query, UPGRADE),
     }
 
 
@@ -241,8 +246,8 @@ def document() -> dict:
                                 "aerolvm-sdk clients work unmodified)."},
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
-        "tags": [{"name": n} for n in ("sandboxes", "sessions", "aerolvm", "health", "meta")],
+        "tags": [{"name": n} for n in ("sandboxes", "sessions", "contexts", "files", "aerolvm", "health", "meta")],
         "paths": paths,
-        "components": {"schemas": dict(ALL),
+        "components": {"schemas": {**ALL, **WORKSPACE_SCHEMAS},
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }

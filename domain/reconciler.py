@@ -227,6 +227,7 @@ class Reconciler:
     async def kill_everything(self) -> None:
         """Runtime release: every process of the sandbox ended and reaped, no timers left."""
         self.ctx.expiry.stop()  # no expiry without a runtime; start() it again on the next one
+        await self.ctx.contexts.close_all()  # contexts have no journal: they end with the runtime
         for session_id in list(self.timers):
             self.cancel_timer(session_id)
         lives = list(self.live.values())

@@ -9,6 +9,7 @@ import asyncio
 from typing import Callable
 
 from .commits import CommitPipeline
+from .contexts import SandboxContexts
 from .expiry import ExpirySweep
 from .hub import Hub
 from .journal_views import JournalViews
@@ -50,6 +51,7 @@ class SandboxService(JournalViews):
         self.sandbox_env = sandbox_env
         self.base_env = base_env
         self.reconciler = Reconciler(self)
+        self.contexts = SandboxContexts(self)  # ended with the runtime: reconciler.kill_everything
         self.expiry = ExpirySweep(self)  # started by the manager once the runtime is active
         self.retention = Retention(supervisor, pipeline, clock)  # started by the manager too
         supervisor.on_commit = self.retention.on_commit
@@ -77,13 +79,20 @@ class SandboxService(JournalViews):
     def launch_for(self, session: Session):
         spec = session.spec
         terminal = self.reconciler.terminal_for(session)
+        env = {k.strip(): v for k, v in spec.get("env", {}).items() if k.strip() and "=" not in k}
+        term = spec["io"]["terminal"]["term"] if terminal is not None else "xterm-256color"
+        return self.launch_process(spec["command"], spec.get("cwd", ""), env, terminal, term,
+                                   attempt_id=session.attempt_id)
+
+    def launch_process(self, argv: list[str], cwd: str, env_overrides: dict[str, str],
+                       terminal, term: str = "xterm-256color", attempt_id: str = ""):
+        """The one way a process of this sandbox (a session attempt or a context) is launched."""
         env = dict(self.base_env)
         env.update(self.sandbox_env)
-        env.update({k.strip(): v for k, v in spec.get("env", {}).items() if k.strip() and "=" not in k})
+        env.update(env_overrides)
         if terminal is not None:
-            env["TERM"] = spec["io"]["terminal"]["term"]
-        return self.runtime.launch(self.workspace, spec["command"], spec.get("cwd", ""), env, terminal,
-                                   attempt_id=session.attempt_id)
+            env["TERM"] = term
+        return self.runtime.launch(self.workspace, argv, cwd, env, terminal, attempt_id=attempt_id)
 
     def translate_exit(self, status, attempt_id: str = ""):
         return self.runtime.translate_exit(status, attempt_id)

@@ -26,7 +26,8 @@ from .pty_runner import PtyRunner
 from .reaper import reap_leftover
 from .netns import NetnsNetworks, netns_available
 from .isolation_check import protect_from_oom
-from .runtime import RuntimeUnavailableError, detect_runtime
+from .runtime import RuntimeUnavailableError, detect_runtime, sandbox_tmp_dir
+from .confined_fs import ConfinedFS
 from .sandbox_dirs import SandboxDirectories
 from .settings import Settings
 from .writer import WriterThread
@@ -53,6 +54,7 @@ class Container:
     # Told about every commit: ``committed(events)`` and ``tick_committed(seconds)``
     # (api/metrics.py). They only count; the write path never waits on them.
     observers: list = field(default_factory=list)
+    dirs: SandboxDirectories | None = None
 
     def __post_init__(self) -> None:
         self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
@@ -70,7 +72,7 @@ class Container:
                                        self._on_committed)
         base_env = {k: os.environ[k] for k in BASE_ENV_KEYS if k in os.environ}
         base_env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin")
-        dirs = SandboxDirectories(self.settings.data_dir)
+        dirs = self.dirs = SandboxDirectories(self.settings.data_dir)
         self.manager = SandboxManager(
             files=dirs, pipeline=self.pipeline, hub=self.hub, checkpoints=Checkpoints(dirs),
             pipe_runner=self.pipe_runner or PipeRunner(), pty_runner=self.pty_runner or PtyRunner(),
@@ -78,6 +80,18 @@ class Container:
             new_uuid_hex=self.new_uuid_hex or (lambda: uuid.uuid4().hex), base_env=base_env,
             reap=self.reap or reap_leftover, networks=self.networks)
         await self.manager.start()
+
+    def sandbox_fs(self, sandbox_id: str) -> ConfinedFS:
+        """The file API's view of one sandbox: its /workspace, and its /tmp when that is on disk
+        (bwrap binds it; under the host runtime /tmp is the host's, so it is not offered)."""
+        workspace = self.dirs.workspace(sandbox_id)
+        areas = {"/workspace": workspace}
+        tmp = sandbox_tmp_dir(workspace) if self.runtime.name != "host" else None
+        if tmp is not None:
+            areas["/tmp"] = tmp
+        owned = os.stat(workspace)
+        owner = (owned.st_uid, owned.st_gid) if owned.st_uid != os.geteuid() else None
+        return ConfinedFS(areas, owner)
 
     def _on_committed(self, supervisor, aggregate, events: list) -> None:
         sessions = supervisor.sessions

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 
 from .cgroups import Cgroups
 from .isolation import DEFAULT_PIDS_MAX, SandboxIsolation
+from .sandbox_tmp import sandbox_tmp_dir
 
 STAGE_DIR = "/run/sessiond/workspace"  # traversable by every uid; a mount point per launch
+STAGE_TMP_DIR = "/run/sessiond/tmp"     # the same for the sandbox's on-disk /tmp
 CHAIN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -29,6 +31,7 @@ class Hardening:
     as_root: bool = field(default_factory=lambda: os.geteuid() == 0)
     pids_max: int = DEFAULT_PIDS_MAX
     stage_dir: str = STAGE_DIR
+    stage_tmp_dir: str = STAGE_TMP_DIR
     launch_dir: str = ""               # root-only: each attempt's environment for bwrap --args
 
     def env_file(self, sandbox_id: str, attempt_id: str) -> str:
@@ -80,9 +83,10 @@ n=$1; shift
 while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done
 echo 500 2>/dev/null > /proc/self/oom_score_adj
 "$1" --bind "$3" "$4" || exit 125
+[ -z "$6" ] || "$1" --bind "$6" "$7" || exit 125
 for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done
 exec 10<"$2" 12<"$5" || exit 125
-shift 5
+shift 7
 exec "$@"
 """
 
@@ -92,7 +96,8 @@ def chain_argv(hard: Hardening, isolation: SandboxIsolation, workspace_dir: str,
     joins = isolation.cgroup.join_files(attempt_id) if isolation.cgroup is not None else []
     chain = [hard.unshare, "--mount", "--propagation", "private", hard.bash, "--norc", "-p", "-c",
              _CHAIN, "sandbox-init", str(len(joins)), *joins,
-             hard.mount, hard.seccomp_program, workspace_dir, hard.stage_dir, env_file]
+             hard.mount, hard.seccomp_program, workspace_dir, hard.stage_dir, env_file,
+             sandbox_tmp_dir(workspace_dir) or "", hard.stage_tmp_dir]
     if isolation.netns_path and hard.nsenter:
         chain += [hard.nsenter, f"--net={isolation.netns_path}"]
     chain.append(hard.setpriv)

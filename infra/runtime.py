@@ -43,6 +43,7 @@ from typing import Callable, Mapping, Protocol
 from domain.ports import ExitStatus, Launch, TerminalSize
 
 from .isolation import DEFAULT_PIDS_MAX, SandboxIsolation, limits_for, sandbox_uid
+from .sandbox_tmp import sandbox_tmp_dir
 from .launch_chain import CHAIN_PATH, Hardening, chain_argv
 
 log = logging.getLogger(__name__)
@@ -181,11 +182,13 @@ class BwrapRuntime:
             # isolated (domain/networks.py), and it is replaced with each runtime generation.
             isolation.netns_path = self.netns_for(isolation.sandbox_id)
         if hard is None or isolation is None:
-            bind = ["--bind", workspace_dir, WORKSPACE]
+            bind = ["--bind", workspace_dir, WORKSPACE, *tmp_binds(workspace_dir)]
             prefix: list[str] = []
             outer_env = dict(env)
         else:
-            bind = ["--bind", hard.stage_dir, WORKSPACE, "--args", "12"]
+            tmp = sandbox_tmp_dir(workspace_dir)  # staged like the workspace: see launch_chain
+            bind = ["--bind", hard.stage_dir, WORKSPACE, "--args", "12",
+                    *(["--bind", hard.stage_tmp_dir, "/tmp"] if tmp else ["--tmpfs", "/tmp"])]
             env_file = hard.write_env(isolation.sandbox_id, attempt_id, env)
             prefix = chain_argv(hard, isolation, workspace_dir, attempt_id, env_file)
             outer_env = {"PATH": CHAIN_PATH}
@@ -199,7 +202,6 @@ class BwrapRuntime:
             *bind,
             "--dev", "/dev",
             "--proc", "/proc",
-            "--tmpfs", "/tmp",
             "--unshare-pid",
             "--die-with-parent",
             "--chdir", sandbox_path(cwd),
@@ -281,6 +283,9 @@ class BoundRuntime:
                 return
             time.sleep(0.02)  # killed tasks leave their cgroup a moment after the signal
         log.warning("sandbox %s: cgroups still busy after the release", self.isolation.sandbox_id)
+def tmp_binds(workspace_dir: str) -> list[str]:
+    tmp = sandbox_tmp_dir(workspace_dir)
+    return ["--bind", tmp, "/tmp"] if tmp else ["--tmpfs", "/tmp"]
 
 
 def _system_binds() -> list[str]:

@@ -1,8 +1,8 @@
-"""Sandbox directories on disk: ``<data>/sandboxes/<id>/{workspace,state}``.
+"""Sandbox directories on disk: ``<data>/sandboxes/<id>/{workspace,tmp,state}``.
 
 The sandbox directory is its "rootfs": ``workspace/`` is what its processes see at
-/workspace, ``state/`` holds its store and checkpoint manifest and is never visible
-to them.
+/workspace, ``tmp/`` their /tmp under bwrap, ``state/`` holds its store and checkpoint
+manifest and is never visible to them.
 """
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ class SandboxDirectories:
 
     def create(self, sandbox_id: str) -> None:
         (self.path(sandbox_id) / "workspace").mkdir(parents=True)
+        (self.path(sandbox_id) / "tmp").mkdir(mode=0o1777)  # the sandbox's /tmp under bwrap
+        (self.path(sandbox_id) / "tmp").chmod(0o1777)  # mkdir's mode is cut by the umask
         self.state_dir(sandbox_id).mkdir(mode=0o700)
 
     def list_ids(self) -> list[str]:

@@ -19,10 +19,11 @@ from .events import (DEFAULT_RECONNECT_TIMEOUT_S, SSE_READ_TIMEOUT_S, STREAM_HEA
 from .models import Event, InputResult
 from .operations import Call, SandboxOps, SessionOps, finish, session_path
 from .sync import auth_headers, base_url, tls_verify, wrap_transport
+from .workspace import WorkspaceOps
 from .ws import CONNECT_FAILURES, AsyncAeroAttach, AsyncSessionSocket, refused, ws_url
 
 
-class AsyncClient(SandboxOps, SessionOps):
+class AsyncClient(SandboxOps, SessionOps, WorkspaceOps):
     """``await client.get_session(sb, sid)``; ``async for event in client.iter_events(...)``."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,

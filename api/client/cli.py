@@ -185,7 +185,8 @@ def parse(parser, argv: list[str]):
     return parser.parse_args(argv)
 
 
-STREAMING = {"input", "log", "events", "attach"}  # SSE, WebSocket, or retried inputs: httpx
+STREAMING = {("session", "input"), ("session", "log"), ("session", "events"), ("session", "attach"),
+             ("sandbox", "run"), ("sandbox", "cp")}  # SSE, WebSocket, streamed bodies, retried inputs: httpx
 
 
 def full_client(url, token, data_dir):
@@ -215,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     args.output = getattr(args, "output", None) or "table"
     try:
         # url None: SESSIOND_URL or the default; token None: SESSIOND_TOKEN or a local token file.
-        connect = full_client if args.noun == "session" and args.verb in STREAMING else OneShotClient
+        connect = full_client if (args.noun, args.verb) in STREAMING else OneShotClient
         with connect(getattr(args, "url", None), getattr(args, "token", None),
                      data_dir=getattr(args, "data_dir", None)) as client:
             return args.handler(client, args)

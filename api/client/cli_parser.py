@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from .cli_workspace import register as register_workspace_verbs
 from .harness_presets import NAMES
 
 EXIT_CODES = """\
@@ -85,6 +86,7 @@ def _sandbox(noun, common, v) -> None:
                        ("delete", "delete it with all its sessions")):
         _verb(group, name, common, v.sandbox_simple, what, f'sessionctl sandbox {name} "$SB"').add_argument(
             "sandbox", metavar="ID", help="the sandbox id (sb-…)")
+    register_workspace_verbs(group, common, _verb)  # run, cp
 
 
 def _target(parser) -> argparse.ArgumentParser:

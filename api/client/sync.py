@@ -16,6 +16,7 @@ from .events import (DEFAULT_RECONNECT_TIMEOUT_S, SSE_READ_TIMEOUT_S, STREAM_HEA
 from .models import Event, InputResult
 from .local_server import DEFAULT_URL, base_url, resolve_token
 from .operations import Call, SandboxOps, SessionOps, finish, session_path
+from .workspace import WorkspaceOps
 
 if TYPE_CHECKING:  # imported on first use: see open_websocket
     from .ws import AeroAttach, SessionSocket
@@ -45,7 +46,7 @@ def wrap_transport(exc: httpx.TransportError) -> TransportError:
     return TransportError(f"{where}: {type(exc).__name__}: {exc}", ambiguous=ambiguous)
 
 
-class Client(SandboxOps, SessionOps):
+class Client(SandboxOps, SessionOps, WorkspaceOps):
     """Every route of the Sandbox0 API (and ``.aero`` for the ``/v1`` facade); results are typed."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,
