@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import inspect
+import os
+import struct
 
+import orjson
 import pytest
 
 from domain.model import events as ev
@@ -50,6 +53,23 @@ def test_large_output_is_stored_compressed_but_decodes_to_the_same_bytes():
     data = b"log line\n" * 10_000
     stored = codec.encode({"stream": "stdout", "data": data, "timestamp": ev.timestamp_of(T0)})
     assert len(stored) < len(data) / 10
+    assert codec.decode(stored)["data"] == data
+
+
+def test_incompressible_output_is_stored_raw_and_decodes_to_the_same_bytes():
+    codec = OrjsonTranscoder()
+    data = os.urandom(256 * 1024)
+    stored = codec.encode({"stream": "stdout", "data": data, "timestamp": ev.timestamp_of(T0)})
+    (size,) = struct.unpack_from(">I", stored, 1)
+    assert orjson.loads(stored[5:5 + size])["__blobs__"] == [["data", len(data), 0]]
+    assert codec.decode(stored)["data"] == data
+
+
+def test_output_that_compresses_only_in_its_middle_is_still_compressed():
+    codec = OrjsonTranscoder()
+    data = os.urandom(4096) + b"log line\n" * 30_000 + os.urandom(4096)
+    stored = codec.encode({"stream": "stdout", "data": data, "timestamp": ev.timestamp_of(T0)})
+    assert len(stored) < len(data) / 5
     assert codec.decode(stored)["data"] == data
 
 

@@ -1,8 +1,8 @@
 """supervisord 4.3 as a baseline: installed from PyPI into a cache dir at run time.
 
 It runs ``supervisord -n`` with an XML-RPC port on loopback, starts the same child as
-ours, and a run ends once the process is EXITED and its log holds every byte
-(users-and-baselines.md §4.3). Nothing is installed into the project's environment:
+ours, and a run ends once its log holds every byte (users-and-baselines.md §4.3), timed
+by the log file's size with no XML-RPC call during the run. Nothing is installed into the project's environment:
 pip puts the package under ``$XDG_CACHE_HOME/sessiond-bench``.
 """
 from __future__ import annotations
@@ -70,6 +70,7 @@ class Supervisord:
     def __init__(self, path: Path, work: Path, command: str, maxbytes: str = "0") -> None:
         work.mkdir(parents=True, exist_ok=True)
         self.work = work
+        self.rotates = maxbytes != "0"
         self.port = free_port()
         conf = work / "supervisord.conf"
         conf.write_text(CONFIG.format(dir=work, port=self.port, command=command, maxbytes=maxbytes))
@@ -98,19 +99,37 @@ class Supervisord:
         return sum(p.stat().st_size for p in self.work.glob("ingest.log*"))
 
     def run(self, expected: int, timeout: float = 600) -> float:
+        """Seconds from the start until the log holds ``expected`` bytes.
+
+        Timed by the log file's size alone: supervisord serves XML-RPC on the same thread
+        that captures the child's output, so polling it during the run would slow the very
+        thing measured (224 vs 684 MB/s in one run). The state is checked after the clock
+        stops, so the next run starts from an exited program."""
         self.rpc.supervisor.clearProcessLogs("ingest")
         for old in self.work.glob("ingest.log.*"):
             old.unlink()
+        log = self.work / "ingest.log"
         started = time.perf_counter()
         self.rpc.supervisor.startProcess("ingest", False)
         deadline = time.monotonic() + timeout
-        while True:
-            info = self.rpc.supervisor.getProcessInfo("ingest")
-            if info["statename"] in ("EXITED", "STOPPED", "FATAL") and self.log_bytes() >= expected:
-                return time.perf_counter() - started
+        while self._logged(log) < expected:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"supervisord: {info['statename']}, {self.log_bytes()} bytes logged")
-            time.sleep(0.005)
+                raise TimeoutError(f"supervisord: {self.log_bytes()} bytes logged of {expected}")
+            time.sleep(0.002)
+        elapsed = time.perf_counter() - started
+        while self.rpc.supervisor.getProcessInfo("ingest")["statename"] not in ("EXITED", "STOPPED", "FATAL"):
+            if time.monotonic() > deadline:
+                raise TimeoutError("supervisord: the program did not exit")
+            time.sleep(0.01)
+        return elapsed
+
+    def _logged(self, log: Path) -> int:
+        if self.rotates:
+            return self.log_bytes()
+        try:
+            return os.stat(log).st_size  # one file: a stat, not a directory scan
+        except FileNotFoundError:
+            return 0
 
     def close(self) -> None:
         if self.proc.poll() is None:
