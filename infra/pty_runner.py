@@ -30,9 +30,8 @@ from ptyprocess import PtyProcess
 
 from domain.ports import ExitStatus, Launch, OutputCallback, StartFailedError
 from infra.pipe_runner import OutputGate, proc_start_time, status_from_returncode
+from infra.pty_reader import PtyReader
 
-_DRAIN_LIMIT = 256 * 1024  # per wake-up, so one busy PTY cannot starve the loop
-_READ_SIZE = 65536  # the kernel hands out at most ~4 KiB per pty read anyway
 
 
 def _exec_in_child(cwd: str, executable: str, argv: list[str], env: dict[str, str]) -> None:
@@ -75,7 +74,8 @@ class PtyHandle:
         self.pid: int = proc.pid
         self.start_time: int = proc_start_time(self.pid)
         self._master_open = True
-        self._reading = False
+        self._held: list[bytes] | None = None
+        self._eof_held = False
         self._write_lock = asyncio.Lock()
         self._write_waiter: asyncio.Future[None] | None = None
         self._reaper: asyncio.Future[tuple[int, int]] | None = None
@@ -83,62 +83,56 @@ class PtyHandle:
         self._gate = OutputGate(abandon=self._close_master)
         os.set_blocking(self._fd, False)
         self._pidfd = self._watch_exit()
-        self._start_reading()
+        self._reader = self._start_reader()
 
     # -- output --------------------------------------------------------------
 
-    def _start_reading(self) -> None:
-        if self._master_open and not self._reading:
-            self._loop.add_reader(self._fd, self._on_readable)
-            self._reading = True
+    def _start_reader(self) -> PtyReader:
+        return PtyReader(self._loop, self._fd, self._release_master, self._deliver, self._on_eof)
 
-    def _stop_reading(self) -> None:
-        if self._reading:
-            self._loop.remove_reader(self._fd)
-            self._reading = False
+    def _release_master(self) -> None:
+        # Called once, by the reader (in its thread or on the loop) when both sides let go.
+        self._proc.fileobj.close()
 
-    def _on_readable(self) -> None:
-        # A PTY master yields at most ~4 KiB per read: drain what is there now and hand it
-        # on as one piece, so per-read Python work is paid once per wake-up, not per 4 KiB.
-        chunks = []
-        size = 0
-        eof = False
-        while size < _DRAIN_LIMIT:
-            try:
-                data = os.read(self._fd, _READ_SIZE)
-            except BlockingIOError:
-                break
-            except OSError:
-                # EIO is how Linux reports that every slave fd is closed; any
-                # other read error ends the stream too, there is nothing to retry.
-                data = b""
-            if not data:
-                eof = True
-                break
-            chunks.append(data)
-            size += len(data)
-        if chunks:
-            self._on_output("pty", chunks[0] if len(chunks) == 1 else b"".join(chunks))
-        if eof:
+    # A batch the reader posted just before a pause is held, not handed on: while paused
+    # nothing reaches on_output, and an EOF behind held bytes waits for them.
+    def _deliver(self, data: bytes) -> None:
+        if self._held is not None:
+            self._held.append(data)
+        elif self._master_open:  # after a hang-up, what was still in flight is dropped
+            self._on_output("pty", data)
+
+    def _on_eof(self) -> None:
+        if self._held is not None:
+            self._eof_held = True
+        else:
             self._close_master()
 
     def pause_output(self) -> None:
         self._gate.set_paused(True)
-        self._stop_reading()
+        self._reader.pause()
+        if self._held is None:
+            self._held = []
 
     def resume_output(self) -> None:
+        held, self._held = self._held or [], None
         self._gate.set_paused(False)
-        self._start_reading()
+        for data in held:  # on_output may pause again: then the rest is held again, in order
+            self._deliver(data)
+        if self._eof_held:
+            self._eof_held = False
+            self._on_eof()
+        if self._held is None:
+            self._reader.resume()
 
     def _close_master(self) -> None:
         """EOF, hang-up, abandoned output or a failed start all end here."""
         if not self._master_open:
             return
-        self._stop_reading()
         self._loop.remove_writer(self._fd)
         self._master_open = False
-        self._proc.fileobj.close()  # the only close of the fd
         self._proc.closed = True  # keeps PtyProcess.__del__ from sleeping/killing
+        self._reader.stop()  # the reader closes the fd (the only close)
         if self._write_waiter is not None and not self._write_waiter.done():
             self._write_waiter.set_exception(BrokenPipeError(errno.EPIPE, "terminal closed"))
         self._gate.mark_eof()
