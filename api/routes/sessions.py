@@ -6,6 +6,7 @@ from sanic import Blueprint, Request
 from domain.model.requests import body_object
 
 from ..schemas import ok, parse_json, render_session
+from ..session_list import session_list_response
 
 bp = Blueprint("sessions", url_prefix="/api/v1/sandboxes/<sandbox_id>/sessions")
 
@@ -21,8 +22,7 @@ def rendered(svc, session) -> dict:
 @bp.get("", ctx_action="list_sessions", strict_slashes=False)
 async def list_sessions(request: Request, sandbox_id: str):
     """200 {"sessions": [...]}; 404 not_found."""
-    svc = service(request, sandbox_id)
-    return ok({"sessions": [rendered(svc, s) for s in svc.list_sessions()]})
+    return session_list_response(service(request, sandbox_id))
 
 
 @bp.post("", ctx_action="create_session", strict_slashes=False)

@@ -79,6 +79,18 @@ class TestListAndCreate:
         for s in listed:
             assert_session_shape(s)
 
+    def test_the_list_shows_each_session_as_its_own_get_does_after_every_change(self, http, sandbox_id):
+        ids = [create_session(http, sandbox_id, CAT)["id"] for _ in range(2)]
+        write_input(http, sandbox_id, ids[0], "in-1", b"hi\n")
+        wait_event(http, sandbox_id, ids[0], lambda e: e["type"] == "output")
+        listed = ok(http.get(spath(sandbox_id)), 200)["sessions"]
+        assert listed == [get_session(http, sandbox_id, i) for i in ids]
+        write_input(http, sandbox_id, ids[1], "in-2", eof=True)
+        wait_exited(http, sandbox_id, ids[1])
+        listed = ok(http.get(spath(sandbox_id)), 200)["sessions"]
+        assert listed == [get_session(http, sandbox_id, i) for i in ids]
+        assert listed[1]["phase"] == "exited" and listed[0]["phase"] == "running"
+
     def test_create_answers_201_with_the_normalized_spec_and_a_running_first_attempt(
             self, http, sandbox_id):
         s = create_session(http, sandbox_id, CAT)
