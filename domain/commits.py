@@ -4,21 +4,35 @@ Output is appended per session as runs of one stream; a run becomes an ``output`
 event when it reaches CHUNK_BYTES or when the next tick starts. A tick takes whatever
 accumulated while the previous commit ran, so a quiet pipe is flushed at once and a
 busy one batches by itself. Replies and subscribers only see committed events.
+
+A store that refuses a write costs its own sandbox and nothing else (``store_faults``):
+the writer commits each store on its own. When a store is full or read-only, its
+batch is kept in order, in memory, and retried every RETRY_S; its output sources are
+paused (the child blocks on its pipe) and the callers of that store get 507 until a
+retry succeeds. A batch holding a value the store cannot encode is a bug that must not
+wedge the store: that aggregate is rolled back to what is stored and the rest commits.
+A flood in one session is paused at SESSION_HIGH uncommitted bytes, so every tick
+carries at most a bounded share of each session and small writes never queue behind it.
 """
 from __future__ import annotations
 
 import asyncio
 from typing import Callable, Protocol
 
+from .model.journal import OUTPUT_TOPIC
 from .model.retention import chunk_limit
+from .store_faults import AppBatch, AppOutcome, StoreFaults, unencodable
 
 CHUNK_BYTES = 256 * 1024
 HIGH_WATER = 32 * 1024 * 1024   # uncommitted output bytes before readers are paused
 LOW_WATER = 16 * 1024 * 1024
+SESSION_HIGH = 4 * 1024 * 1024  # one session's share of the writer (fairness)
+SESSION_LOW = 1024 * 1024
+RETRY_S = 0.25                  # a refused store is retried this often
 
 
 class CommitSink(Protocol):
-    def submit(self, tick: list, done: Callable[[BaseException | None], None]) -> None: ...
+    def submit(self, tick: list, done: Callable[[list], None]) -> None: ...
     def run_in_writer(self, fn: Callable[[], object],
                       done: Callable[[object, BaseException | None], None]) -> None: ...
 
@@ -47,12 +61,14 @@ class CommitPipeline:
         self._on_committed = on_committed
         # id(aggregate) -> what it owes the store (aggregates are unhashable)
         self._pending: dict[int, _Pending] = {}
-        self._waiters: list[asyncio.Future] = []
+        self._waiters: list[tuple[asyncio.Future, object]] = []  # (future, app or None = all)
         self._busy = False
         self._scheduled = False
         self._uncommitted_output = 0
-        self._paused: set = set()
-        self.failure: BaseException | None = None
+        self._session_output: dict[int, int] = {}  # id(session) -> uncommitted output bytes
+        self._paused: dict[object, tuple[object, int]] = {}  # source -> (app, id(session))
+        self.faults = StoreFaults()
+        self._retry: asyncio.TimerHandle | None = None
 
     # ---- staging ------------------------------------------------------------------------
     def stage(self, app, aggregate) -> None:
@@ -80,9 +96,12 @@ class CommitPipeline:
             runs.append([stream, [data], len(data)])
         pending.output_bytes += len(data)
         self._uncommitted_output += len(data)
-        if source is not None and self._uncommitted_output > HIGH_WATER and source not in self._paused:
+        mine = self._session_output.get(id(session), 0) + len(data)
+        self._session_output[id(session)] = mine
+        if source is not None and source not in self._paused and (
+                mine > SESSION_HIGH or self._uncommitted_output > HIGH_WATER or app in self.faults):
             source.pause_output()  # the child is slowed by the writer, never by a subscriber
-            self._paused.add(source)
+            self._paused[source] = (app, id(session))
         self._schedule()
 
     def add_snapshot(self, app, aggregate, snapshot) -> None:
@@ -95,17 +114,24 @@ class CommitPipeline:
         if pending is not None:
             self._materialize_owed(session, pending)
 
-    async def flush(self) -> None:
-        """A durability point: return once everything staged so far is committed."""
-        if self.failure is not None:
-            raise self.failure
+    def check_writable(self, app) -> None:
+        """Refuse a new write to a store that is refusing writes (507/503), before it has
+        any effect; stop and KILL do not ask, they act and then wait like any write."""
+        self.faults.check(app)
+
+    async def flush(self, app=None) -> None:
+        """A durability point: return once everything staged so far for ``app`` (every store
+        when None) is committed; raise the store's error if that commit was refused."""
         waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        self._waiters.append((waiter, app))
         self._schedule()
         await waiter
 
     def drop(self, session) -> None:
-        self._pending.pop(id(session), None)
+        owed = self._pending.pop(id(session), None)
+        if owed is not None:
+            self._uncommitted_output -= owed.output_bytes
+        self._session_output.pop(id(session), None)
 
     async def run_in_writer(self, fn: Callable[[], object]):
         """Run a store operation (retention delete, vacuum) on the writer thread, after every
@@ -130,32 +156,51 @@ class CommitPipeline:
         if self._busy:
             return
         pending, self._pending = self._pending, {}
-        waiters, self._waiters = self._waiters, []
-        by_app: dict[object, tuple[list, list]] = {}
-        committed: list[tuple[object, object, list]] = []
-        output_bytes = 0
+        batches: dict[object, AppBatch] = {}
         for owed in pending.values():
             session = owed.aggregate
             if getattr(owed.app, "released", False):  # store sealed by the pause hook: drop
                 self._uncommitted_output -= owed.output_bytes
+                self._session_output.pop(id(session), None)
                 session.collect_events()
                 continue
-            output_bytes += owed.output_bytes
             self._materialize_owed(session, owed)
             events = session.collect_events()
-            if not events and not owed.snapshots:
-                continue
-            events_list, snapshots = by_app.setdefault(owed.app, ([], []))
-            events_list.extend(events)
-            snapshots.extend(owed.snapshots)
-            if events:
-                committed.append((owed.app, session, events))
-        if not by_app:
-            self._resolve(waiters, None)
+            if events or owed.snapshots or owed.output_bytes:
+                batch = batches.get(owed.app)
+                if batch is None:
+                    batch = batches[owed.app] = AppBatch(owed.app)
+                batch.add(session, events, owed.snapshots, owed.output_bytes)
+        now = asyncio.get_running_loop().time()
+        held = self.faults.merge_backlogs(batches, now)  # refused stores wait for their retry
+        taken, self._waiters, waiters = self._waiters, [], []
+        for entry in taken:  # a waiter on a store held for its retry is answered by that retry
+            (self._waiters if entry[1] in held else waiters).append(entry)
+        held_errors = {app: self.faults.error(app) for app in held}  # for flush() of every store
+        tick = []
+        for batch in batches.values():
+            if getattr(batch.app, "released", False):  # a held store the pause hook sealed
+                self.faults.forget(batch.app)
+                self._settle_output(batch)
+            elif batch.events or batch.snapshots:
+                tick.append(batch)
+            else:  # output counted, nothing to write
+                self._settle_output(batch)
+        self._arm_retry(now)
+        if not tick:
+            self._resolve(waiters, held_errors)
             return
         self._busy = True
-        tick = [(app, events, snaps) for app, (events, snaps) in by_app.items()]
-        self._sink.submit(tick, lambda error: self._done(error, committed, waiters, output_bytes))
+        self._sink.submit([(b.app, b.events, b.snapshots) for b in tick],
+                          lambda outcomes: self._done(tick, outcomes, waiters, held_errors))
+
+    def _arm_retry(self, now: float) -> None:
+        if self.faults.held and self._retry is None:
+            self._retry = asyncio.get_running_loop().call_later(self.faults.next_retry(now), self._retry_due)
+
+    def _retry_due(self) -> None:
+        self._retry = None
+        self._schedule()
 
     def _materialize_owed(self, session, owed: _Pending) -> None:
         if owed.runs:
@@ -164,28 +209,82 @@ class CommitPipeline:
                 session.record_output(stream, parts[0] if len(parts) == 1 else b"".join(parts), at_ns)
             owed.runs = []
 
-    def _done(self, error, committed, waiters, output_bytes: int) -> None:
+    def _done(self, tick: list[AppBatch], outcomes: list[AppOutcome], waiters, held_errors) -> None:
         self._busy = False
-        self._uncommitted_output -= output_bytes
-        if error is not None:
-            # The aggregates are ahead of the store: nothing more can be acknowledged.
-            self.failure = error
-        else:
-            for app, aggregate, events in committed:
-                self._on_committed(app, aggregate, events)
-        if self._paused and self._uncommitted_output < LOW_WATER:
-            for source in self._paused:
-                source.resume_output()
-            self._paused.clear()
-        self._resolve(waiters, error)
+        errors: dict[object, BaseException] = dict(held_errors)
+        loop_now = asyncio.get_running_loop().time()
+        for batch, outcome in zip(tick, outcomes):
+            if outcome.store_error is not None:  # kept, in order, for the next retry
+                self.faults.hold(batch, outcome.store_error, loop_now + RETRY_S)
+                errors[batch.app] = outcome.store_error
+                continue
+            self.faults.clear(batch.app)
+            if outcome.rolled_back:
+                errors[batch.app] = outcome.poison_error
+                self._roll_back(batch, outcome.rolled_back)
+            for session, events in batch.committed:
+                if events and session.id not in outcome.rolled_back:
+                    self._on_committed(batch.app, session, events)
+            self._settle_output(batch)
+        self._resume_sources()
+        self._resolve(waiters, errors)
+        self._arm_retry(loop_now)
         if self._pending or self._waiters:
             self._schedule()
 
+    def _settle_output(self, batch: AppBatch) -> None:
+        for key, size in batch.output.items():
+            self._uncommitted_output -= size
+            left = self._session_output.get(key, 0) - size
+            if left > 0:
+                self._session_output[key] = left
+            else:
+                self._session_output.pop(key, None)
+
+    def _resume_sources(self) -> None:
+        if not self._paused or self._uncommitted_output >= LOW_WATER:
+            return
+        for source, (app, key) in list(self._paused.items()):
+            if app not in self.faults and self._session_output.get(key, 0) < SESSION_LOW:
+                del self._paused[source]
+                source.resume_output()
+
+    def _roll_back(self, batch: AppBatch, stored: dict) -> None:
+        """Poisoned aggregates go back to their stored state; their output is kept (re-queued),
+        and later events staged on them are void, so no seq is skipped or reused."""
+        done: set[int] = set()
+        for session, events in batch.committed:
+            if session.id not in stored:
+                continue
+            replay = [(e.stream, e.data) for e in events if e.TOPIC == OUTPUT_TOPIC]
+            if id(session) not in done:
+                done.add(id(session))
+                later = self._pending.pop(id(session), None)
+                session.collect_events()
+                batch.app.restore(session, stored[session.id])
+                if later is not None and later.runs:
+                    replay.extend((stream, b"".join(parts)) for stream, parts, _ in later.runs)
+            for stream, data in replay:  # output is never dropped: it lands again, renumbered
+                self.add_output(batch.app, session, stream, data, None)
+        # A request that staged on this store after the failed tick began must not be told
+        # its events are committed: they were voided with the rollback.
+        kept = []
+        for waiter, app in self._waiters:
+            if app is None or app is batch.app:
+                if not waiter.done():
+                    waiter.set_exception(unencodable())
+            else:
+                kept.append((waiter, app))
+        self._waiters = kept
+
     @staticmethod
-    def _resolve(waiters, error) -> None:
-        for waiter in waiters:
-            if not waiter.done():
-                if error is None:
-                    waiter.set_result(None)
-                else:
-                    waiter.set_exception(error)
+    def _resolve(waiters, errors: dict) -> None:
+        for waiter, app in waiters:
+            if waiter.done():
+                continue
+            error = errors.get(app) if app is not None else next(iter(errors.values()), None)
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
+

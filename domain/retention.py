@@ -183,7 +183,7 @@ class Retention:
             self._unpurged.pop(session_id, None)
         if not saved:
             return
-        await self.pipeline.flush()  # the snapshots are committed: rows below them may go
+        await self.pipeline.flush(self.supervisor)  # the snapshots are committed: rows below them may go
         store: JournalStore = self.supervisor.factory
         deleted_any = False
         for session_id, (version, through) in saved.items():

@@ -6,6 +6,7 @@ can hand freed pages back. Every connection lowers ``wal_autocheckpoint``.
 """
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -37,6 +38,11 @@ class TunedSQLiteFactory(SQLiteFactory):
             recorder.insert_events_statement = recorder.insert_events_statement.replace(
                 "INSERT INTO", "INSERT OR REPLACE INTO", 1)
         return recorder
+
+    def free_bytes(self) -> int:
+        """Bytes an unprivileged writer can still use on the store's filesystem."""
+        stats = os.statvfs(os.path.dirname(self.datastore.pool.db_name) or ".")
+        return stats.f_bavail * stats.f_frsize
 
     # ---- journal maintenance (retention, audit): SQL the library has no API for ----------
     def trim_events(self, originator_id: str, gt: int, lte: int, keep_topics, limit: int,
