@@ -34,7 +34,7 @@ PURGE_NOW_BYTES = 16 * 1024 * 1024  # ...unless this much (or half the budget) i
 DELETE_ROWS = 256  # per transaction: the writer is never held for long
 SNAPSHOT_EVENTS = 500
 SNAPSHOT_BYTES = 64 * 1024 * 1024
-KEEP_FREE_PAGES = 512  # 32 MiB of 64 KiB pages stay free for the next inserts
+KEEP_FREE_PAGES = 128  # 8 MiB of 64 KiB pages stay free for the next inserts
 VACUUM_PAGES = 256  # per writer call
 _UNSAVED = ("_id", "_version", "_pending_events")
 

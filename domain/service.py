@@ -252,7 +252,7 @@ class SandboxService(JournalViews):
                 raise OperationFailedError("process not running")
             close_done = self.reconciler.queue_input(live, request.data, request.eof)
             self._record(session, session.accept_input, request.input_id, digest_of(attempt_id),
-                         self.clock.now_ns())
+                         self.clock.now_ns(), len(request.data), request.eof)
             await self.pipeline.flush(self.supervisor)
             if close_done is not None:
                 await _wait_close(close_done, live)

@@ -13,6 +13,7 @@ from pathlib import Path
 from eventsourcing.sqlite import SQLiteFactory
 
 DB_NAME = "journal.sqlite"
+WAL_LIMIT_BYTES = 8 * 1024 * 1024
 
 
 class TunedSQLiteFactory(SQLiteFactory):
@@ -26,6 +27,9 @@ class TunedSQLiteFactory(SQLiteFactory):
         def tuned_connection():
             connection = create()
             connection._sqlite_conn.execute("PRAGMA wal_autocheckpoint=256")
+            # A WAL file keeps its largest size unless told otherwise: after a flood it would
+            # hold tens of MiB that retention had already freed (issue 10: bound the disk).
+            connection._sqlite_conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
             return connection
 
         pool._create_connection = tuned_connection
