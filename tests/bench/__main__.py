@@ -1,7 +1,7 @@
 """Run the benchmark suite: ``python -m tests.bench`` (full) or ``--smoke`` (seconds, CI).
 
 Each benchmark prints its figures with the baselines measured in the same run and the
-ratios between them. ``--only pipe,pty,echo,sessions,replay,restart`` picks some;
+ratios between them. ``--only pipe,pty,echo,sessions,replay,restart,fairness,rss,store`` picks some;
 ``--json FILE`` also writes every run's numbers.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import bench_echo, bench_ingest, bench_replay, bench_restart, bench_sessions
+from . import bench_echo, bench_faults, bench_ingest, bench_replay, bench_restart, bench_sessions
 from .common import MIB
 
 
@@ -37,6 +37,9 @@ class Sizes:
     restart_long: int
     install: bool  # may pip-install supervisor into the bench cache
     extras: bool  # incompressible ingest, full-replay restart
+    unknown_ids: int = 20_000
+    storm_bytes: int = 1024 * MIB
+    store_bytes: int = 400 * MIB
 
 
 FULL = Sizes(pipe_bytes=1024 * MIB, pty_bytes=64 * MIB, runs=3, echo_count=1000, echo_warmup=100,
@@ -44,7 +47,8 @@ FULL = Sizes(pipe_bytes=1024 * MIB, pty_bytes=64 * MIB, runs=3, echo_count=1000,
              restart_long=1024, install=True, extras=True)
 SMOKE = Sizes(pipe_bytes=16 * MIB, pty_bytes=2 * MIB, runs=1, echo_count=30, echo_warmup=5,
               sessions=20, replay_bytes=2 * MIB, restart_sessions=10, restart_short=4,
-              restart_long=64, install=False, extras=False)
+              restart_long=64, install=False, extras=False, unknown_ids=500, storm_bytes=96 * MIB,
+              store_bytes=16 * MIB)
 
 BENCHMARKS = {
     "pipe": lambda w, s: bench_ingest.pipe_ingest(w, s.pipe_bytes, s.runs, s.install, s.extras),
@@ -54,6 +58,9 @@ BENCHMARKS = {
     "replay": lambda w, s: bench_replay.replay(w, s.replay_bytes, s.runs),
     "restart": lambda w, s: bench_restart.restart_cost(w, s.restart_sessions, s.restart_short,
                                                        s.restart_long, s.runs, s.extras),
+    "fairness": lambda w, s: bench_faults.fairness(w, s.echo_count, s.echo_warmup),
+    "rss": lambda w, s: bench_faults.rss(w, s.unknown_ids, s.storm_bytes),
+    "store": lambda w, s: bench_faults.store_size(w, s.store_bytes),
 }
 
 
