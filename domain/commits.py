@@ -11,8 +11,10 @@ batch is kept in order, in memory, and retried every RETRY_S; its output sources
 paused (the child blocks on its pipe) and the callers of that store get 507 until a
 retry succeeds. A batch holding a value the store cannot encode is a bug that must not
 wedge the store: that aggregate is rolled back to what is stored and the rest commits.
-A flood in one session is paused at SESSION_HIGH uncommitted bytes, so every tick
-carries at most a bounded share of each session and small writes never queue behind it.
+Fairness: a tick takes at most TICK_SHARE of each session's buffered output (the rest
+waits for the next tick, which follows at once), so a small write never waits behind
+more than one bounded tick; a flood's reader pauses at SESSION_HIGH, before the global
+HIGH_WATER would pause everyone's.
 """
 from __future__ import annotations
 
@@ -26,8 +28,11 @@ from .store_faults import AppBatch, AppOutcome, StoreFaults, unencodable
 CHUNK_BYTES = 256 * 1024
 HIGH_WATER = 32 * 1024 * 1024   # uncommitted output bytes before readers are paused
 LOW_WATER = 16 * 1024 * 1024
-SESSION_HIGH = 4 * 1024 * 1024  # one session's share of the writer (fairness)
-SESSION_LOW = 1024 * 1024
+TICK_SHARE = 4 * 1024 * 1024    # output of one session per tick: a flood never makes a tick long
+CONTENDED_SHARE = 512 * 1024     # ...and less while other sessions have something to commit
+SESSION_HIGH = 16 * 1024 * 1024  # one session's uncommitted output before its reader pauses
+CONTENDED_HIGH = 1024 * 1024     # ...while other sessions write too: a flood yields the CPU
+SESSION_LOW = 256 * 1024
 RETRY_S = 0.25                  # a refused store is retried this often
 
 
@@ -69,6 +74,7 @@ class CommitPipeline:
         self._paused: dict[object, tuple[object, int]] = {}  # source -> (app, id(session))
         self.faults = StoreFaults()
         self._retry: asyncio.TimerHandle | None = None
+        self._contended = False  # the last tick carried more than one aggregate
 
     # ---- staging ------------------------------------------------------------------------
     def stage(self, app, aggregate) -> None:
@@ -84,6 +90,7 @@ class CommitPipeline:
     def add_output(self, app, session, stream: str, data: bytes, source: Pausable | None) -> None:
         pending = self._owed(app, session)
         runs = pending.runs
+        size = len(data)  # all of it is owed, also the part split into runs below
         limit = chunk_limit(session.spec, CHUNK_BYTES)
         if len(data) > limit:  # a small retention budget needs events smaller than one read
             for start in range(0, len(data) - limit, limit):
@@ -94,12 +101,13 @@ class CommitPipeline:
             runs[-1][2] += len(data)
         else:
             runs.append([stream, [data], len(data)])
-        pending.output_bytes += len(data)
-        self._uncommitted_output += len(data)
-        mine = self._session_output.get(id(session), 0) + len(data)
+        pending.output_bytes += size
+        self._uncommitted_output += size
+        mine = self._session_output.get(id(session), 0) + size
         self._session_output[id(session)] = mine
         if source is not None and source not in self._paused and (
-                mine > SESSION_HIGH or self._uncommitted_output > HIGH_WATER or app in self.faults):
+                mine > (CONTENDED_HIGH if self._contended else SESSION_HIGH)
+                or self._uncommitted_output > HIGH_WATER or app in self.faults):
             source.pause_output()  # the child is slowed by the writer, never by a subscriber
             self._paused[source] = (app, id(session))
         self._schedule()
@@ -157,6 +165,10 @@ class CommitPipeline:
             return
         pending, self._pending = self._pending, {}
         batches: dict[object, AppBatch] = {}
+        self._contended = len(pending) > 1
+        share = CONTENDED_SHARE if self._contended else TICK_SHARE
+        if any(app is None for _, app in self._waiters):  # flush() of every store: drain all
+            share = None
         for owed in pending.values():
             session = owed.aggregate
             if getattr(owed.app, "released", False):  # store sealed by the pause hook: drop
@@ -164,13 +176,17 @@ class CommitPipeline:
                 self._session_output.pop(id(session), None)
                 session.collect_events()
                 continue
-            self._materialize_owed(session, owed)
+            taken = self._materialize_owed(session, owed, share)
+            if owed.runs:  # the rest of a flood waits for the next tick
+                rest = self._pending[id(session)] = _Pending(owed.app, session)
+                rest.runs, owed.runs = owed.runs, []
+                rest.output_bytes = owed.output_bytes - taken
             events = session.collect_events()
-            if events or owed.snapshots or owed.output_bytes:
+            if events or owed.snapshots or taken:
                 batch = batches.get(owed.app)
                 if batch is None:
                     batch = batches[owed.app] = AppBatch(owed.app)
-                batch.add(session, events, owed.snapshots, owed.output_bytes)
+                batch.add(session, events, owed.snapshots, taken)
         now = asyncio.get_running_loop().time()
         held = self.faults.merge_backlogs(batches, now)  # refused stores wait for their retry
         taken, self._waiters, waiters = self._waiters, [], []
@@ -202,12 +218,21 @@ class CommitPipeline:
         self._retry = None
         self._schedule()
 
-    def _materialize_owed(self, session, owed: _Pending) -> None:
-        if owed.runs:
-            at_ns = self._now_ns()
-            for stream, parts, _size in owed.runs:
-                session.record_output(stream, parts[0] if len(parts) == 1 else b"".join(parts), at_ns)
-            owed.runs = []
+    def _materialize_owed(self, session, owed: _Pending, share: int | None = None) -> int:
+        """Output runs become events, in order, up to ``share`` bytes (all when None); the
+        runs left are kept on ``owed``. Returns the bytes of output now carried by events."""
+        if not owed.runs:
+            return owed.output_bytes
+        at_ns = self._now_ns()
+        done = size_done = 0
+        for stream, parts, size in owed.runs:
+            if share is not None and size_done and size_done + size > share:
+                break
+            session.record_output(stream, parts[0] if len(parts) == 1 else b"".join(parts), at_ns)
+            done += 1
+            size_done += size
+        owed.runs = owed.runs[done:]
+        return owed.output_bytes if not owed.runs else size_done
 
     def _done(self, tick: list[AppBatch], outcomes: list[AppOutcome], waiters, held_errors) -> None:
         self._busy = False
