@@ -183,7 +183,12 @@ class Retention:
             self._unpurged.pop(session_id, None)
         if not saved:
             return
-        await self.pipeline.flush(self.supervisor)  # the snapshots are committed: rows below them may go
+        try:
+            await self.pipeline.flush(self.supervisor)  # the snapshots are committed: rows below them may go
+        except Exception:  # e.g. a full disk: the snapshots stay queued; ask again for the deletes
+            for session_id in saved:
+                self._request(session_id, 1.0)
+            raise
         store: JournalStore = self.supervisor.factory
         deleted_any = False
         for session_id, (version, through) in saved.items():
