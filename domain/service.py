@@ -228,6 +228,7 @@ class SandboxService(JournalViews):
     async def write_input(self, session_id: str, body: dict) -> dict:
         rq.check_input_types(body)
         session = self.session(session_id)
+        self._refuse_when_full(session, body)
         request = rq.parse_input(body)
         live = self.reconciler.live.get(session_id)
         lock = live.input_lock if live is not None else asyncio.Lock()
@@ -257,6 +258,16 @@ class SandboxService(JournalViews):
             if close_done is not None:
                 await _wait_close(close_done, live)
         return _input_reply(request.input_id, attempt_id, False)
+
+    def _refuse_when_full(self, session: Session, body: dict) -> None:
+        """429 before decoding a body whose bytes could not be queued anyway: a storm of large
+        inputs would otherwise hold a decoded copy of each (a retry of a known id still
+        reaches its dedupe)."""
+        live = self.reconciler.live.get(session.id)
+        if live is None or not live.queued_bytes or (body.get("input_id") or "").strip() in session.receipts:
+            return
+        if live.queued_bytes + len(body.get("data_base64") or "") * 3 // 4 > INPUT_QUEUE_BYTES:
+            raise InputBufferFullError()
 
     async def send_signal(self, session_id: str, body: dict) -> None:
         signum, expected = rq.parse_signal_request(body)  # before lookup (contract §1.9)
