@@ -13,7 +13,9 @@ retry succeeds. A batch holding a value the store cannot encode is a bug that mu
 wedge the store: that aggregate is rolled back to what is stored and the rest commits.
 Fairness: a tick takes at most TICK_SHARE of each session's buffered output (the rest
 waits for the next tick, which follows at once), so a small write never waits behind
-more than one bounded tick; a flood's reader pauses at SESSION_HIGH, before the global
+more than one bounded tick. While other sessions write (within CONTENDED_S), a flood
+gets CONTENDED_SHARE per tick and its reader pauses at CONTENDED_HIGH, so it yields the
+CPU too; alone it runs at full speed and pauses only at SESSION_HIGH, before the global
 HIGH_WATER would pause everyone's.
 """
 from __future__ import annotations
@@ -29,10 +31,11 @@ CHUNK_BYTES = 256 * 1024
 HIGH_WATER = 32 * 1024 * 1024   # uncommitted output bytes before readers are paused
 LOW_WATER = 16 * 1024 * 1024
 TICK_SHARE = 4 * 1024 * 1024    # output of one session per tick: a flood never makes a tick long
-CONTENDED_SHARE = 512 * 1024     # ...and less while other sessions have something to commit
+CONTENDED_SHARE = 256 * 1024     # ...and less while other sessions have something to commit
+CONTENDED_S = 0.5                # "other sessions write" means: within the last half second
 SESSION_HIGH = 16 * 1024 * 1024  # one session's uncommitted output before its reader pauses
-CONTENDED_HIGH = 1024 * 1024     # ...while other sessions write too: a flood yields the CPU
-SESSION_LOW = 256 * 1024
+CONTENDED_HIGH = 256 * 1024     # ...while other sessions write too: a flood yields the CPU
+SESSION_LOW = 128 * 1024
 RETRY_S = 0.25                  # a refused store is retried this often
 
 
@@ -74,7 +77,8 @@ class CommitPipeline:
         self._paused: dict[object, tuple[object, int]] = {}  # source -> (app, id(session))
         self.faults = StoreFaults()
         self._retry: asyncio.TimerHandle | None = None
-        self._contended = False  # the last tick carried more than one aggregate
+        self._contended = False  # another aggregate was committed within CONTENDED_S
+        self._shared_at = float("-inf")
 
     # ---- staging ------------------------------------------------------------------------
     def stage(self, app, aggregate) -> None:
@@ -165,7 +169,10 @@ class CommitPipeline:
             return
         pending, self._pending = self._pending, {}
         batches: dict[object, AppBatch] = {}
-        self._contended = len(pending) > 1
+        now = asyncio.get_running_loop().time()
+        if len(pending) > 1:
+            self._shared_at = now
+        self._contended = now - self._shared_at < CONTENDED_S
         share = CONTENDED_SHARE if self._contended else TICK_SHARE
         if any(app is None for _, app in self._waiters):  # flush() of every store: drain all
             share = None
@@ -187,7 +194,6 @@ class CommitPipeline:
                 if batch is None:
                     batch = batches[owed.app] = AppBatch(owed.app)
                 batch.add(session, events, owed.snapshots, taken)
-        now = asyncio.get_running_loop().time()
         held = self.faults.merge_backlogs(batches, now)  # refused stores wait for their retry
         taken, self._waiters, waiters = self._waiters, [], []
         for entry in taken:  # a waiter on a store held for its retry is answered by that retry

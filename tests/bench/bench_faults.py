@@ -38,7 +38,7 @@ def fairness(work: Path, count: int, warmup: int) -> Report:
         report.figure(f"echo next to a flood p{q}", "ms", baseline=f"echo alone p{q}",
                       higher_is_better=False).runs.append(percentile(flooded, q) * 1000)
     report.notes.append(f"the flood committed {latest} events meanwhile: while others write, its reader "
-                        "pauses at 1 MiB uncommitted and a tick takes at most 512 KiB of it")
+                        "pauses at 256 KiB uncommitted and a tick takes at most 256 KiB of it")
     return report
 
 
