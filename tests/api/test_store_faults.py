@@ -143,6 +143,7 @@ def test_a_full_disk_answers_507_keeps_output_and_recovers_without_a_restart(dis
         assert set(acknowledged) <= accepted
         out = echoed(http, sb, cat)
         assert b"before the disk filled" in out and b"after space came back" in out
+        assert "while-full" not in acknowledged or b"while full" in out
 
 
 def _zombie(pid: int) -> bool:
