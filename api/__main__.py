@@ -2,23 +2,32 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import socket
 import sys
 from pathlib import Path
 
-from infra.bootstrap import Container
-from infra.settings import Settings, default_data_dir
+from infra.settings import Settings
 
-from .app import create_app
+from .client.local_server import default_data_dir, is_loopback_host
+from .operator_log import LEVELS, configure_logging, set_process_title, startup_line
 
 log = logging.getLogger("sessiond")
 
 # glibc otherwise maps and unmaps a fresh region for every 256 KiB output chunk
-# (ingest-path.md: +13% ingest, -18% CPU). glibc reads these once, at process start.
+# (+13% ingest, -18% CPU in the ingest benchmark). glibc reads these once, at process start.
 MALLOC_TUNING = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "536870912",
                  "MALLOC_TOP_PAD_": "67108864"}
+
+SERVE_EXAMPLES = """\
+examples:
+  sessiond serve                                  # loopback :8780, token generated in DATA_DIR/token
+  sessiond serve --port 9000 --data-dir /srv/sessiond --log-level debug --access-log
+  sessiond serve --host 0.0.0.0 --token "$(cat /etc/sessiond/token)"
+  sessiond serve --no-auth                        # loopback only; browsers' cross-origin calls refused
+"""
 
 
 def reexec_with_malloc_tuning(argv: list[str]) -> None:
@@ -29,43 +38,111 @@ def reexec_with_malloc_tuning(argv: list[str]) -> None:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="sessiond", description="Session supervisor daemon")
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the HTTP server")
-    serve.add_argument("--host", default=os.environ.get("SESSIOND_HOST", "127.0.0.1"))
-    serve.add_argument("--port", type=int, default=int(os.environ.get("SESSIOND_PORT", "8780")))
-    serve.add_argument("--data-dir", type=Path,
-                       default=Path(os.environ.get("SESSIOND_DATA_DIR") or default_data_dir()))
-    serve.add_argument("--token", default=os.environ.get("SESSIOND_TOKEN", ""))
-    serve.add_argument("--runtime", choices=("bwrap", "host"),
-                       default=os.environ.get("SESSIOND_RUNTIME", "bwrap"))
+    parser = argparse.ArgumentParser(prog="sessiond", description="Session supervisor daemon: durable, "
+                                     "event-sourced process sessions inside sandboxes.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="serve")
+    serve = commands.add_parser(
+        "serve", help="run the HTTP server", epilog=SERVE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Serve the Sandbox0 API (/api/v1), the AeroLVM facade (/v1), /metrics and /healthz.")
+    env = os.environ.get
+    serve.add_argument("--host", default=env("SESSIOND_HOST", "127.0.0.1"),
+                       help="address to bind (env SESSIOND_HOST; default %(default)s)")
+    serve.add_argument("--port", type=int, default=int(env("SESSIOND_PORT", "8780")),
+                       help="TCP port (env SESSIOND_PORT; default %(default)s)")
+    serve.add_argument("--data-dir", type=Path, default=Path(env("SESSIOND_DATA_DIR") or default_data_dir()),
+                       help="journals, workspaces, the lock and the token file (env SESSIOND_DATA_DIR; "
+                            "default %(default)s)")
+    auth = serve.add_mutually_exclusive_group()
+    auth.add_argument("--token", default=env("SESSIOND_TOKEN", ""),
+                      help="bearer token every call must send (env SESSIOND_TOKEN; default: generated "
+                           "once into DATA_DIR/token, mode 0600)")
+    auth.add_argument("--no-auth", action="store_true",
+                      help="accept calls without a token: loopback only, and requests with a foreign "
+                           "Host or Origin header are refused (403)")
+    serve.add_argument("--runtime", choices=("bwrap", "host"), default=env("SESSIOND_RUNTIME", "bwrap"),
+                       help="bwrap: each sandbox under bubblewrap; host: NO isolation (env "
+                            "SESSIOND_RUNTIME; default %(default)s)")
+    serve.add_argument("--network", choices=("auto", "netns", "host"), default=env("SESSIOND_NETWORK", "auto"),
+                       help="netns: a network namespace per sandbox (needs root, ip, nft); host: share the "
+                            "host's network; auto: netns when it works here (env SESSIOND_NETWORK; "
+                            "default %(default)s)")
+    serve.add_argument("--log-level", choices=LEVELS, default=env("SESSIOND_LOG_LEVEL", "info"),
+                       help="env SESSIOND_LOG_LEVEL; default %(default)s")
+    serve.add_argument("--access-log", action="store_true",
+                       default=env("SESSIOND_ACCESS_LOG", "") not in ("", "0"),
+                       help="one line per request (env SESSIOND_ACCESS_LOG=1; default off)")
     return parser.parse_args(argv)
+
+
+def fail(message: str) -> None:
+    """The one-line error the operator sees instead of a traceback."""
+    sys.stderr.write(f"sessiond: {message}\n")
+    sys.exit(1)
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     reexec_with_malloc_tuning(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = Settings(host=args.host, port=args.port, data_dir=args.data_dir.resolve(),
-                        token=args.token, runtime=args.runtime)
-    settings.check()
-    if not settings.token:
-        log.warning("no token configured: accepting unauthenticated requests on loopback %s", settings.host)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    container = Container(settings)
-    if settings.runtime == "host":
-        log.warning("runtime 'host': sessions run WITHOUT sandbox isolation")
+    set_process_title()
+    configure_logging(args.log_level, args.access_log)
+    if args.no_auth and not is_loopback_host(args.host):
+        fail(f"refusing --no-auth on {args.host}: without a token the server only binds a loopback address "
+             "(drop --no-auth: a token is generated into DATA_DIR/token)")
+    from . import data_dir
+    data = args.data_dir.expanduser().resolve()
+    try:
+        data_dir.prepare(data)
+        lock_fd = data_dir.lock(data)  # before anything under the dir is opened; held until exit
+        token, token_file = args.token, None
+        if not token and not args.no_auth:
+            token, token_file = data_dir.load_or_create_token(data), data_dir.token_file(data)
+    except data_dir.DataDirError as error:
+        fail(str(error))
+    settings = Settings(host=args.host, port=args.port, data_dir=data, token=token, runtime=args.runtime,
+                        network=args.network, token_file=token_file)
+    serve(settings, access_log=args.access_log)
+    os.close(lock_fd)
+
+
+def serve(settings: Settings, *, access_log: bool) -> None:
+    from infra.bootstrap import Container
+    from infra.runtime import RuntimeUnavailableError
+
+    from .app import create_app
+    try:
+        container = Container(settings)
+    except RuntimeUnavailableError as error:
+        fail(f"{error} (install bubblewrap, or run with --runtime host: no isolation)")
+    try:
+        sock = listening_socket(settings.host, settings.port)
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            fail(f"port {settings.port} on {settings.host} is already in use (another sessiond? "
+                 "pick one with --port)")
+        fail(f"cannot listen on {settings.host}:{settings.port}: {error.strerror or error}")
+    host, port = sock.getsockname()[:2]
+    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     app = create_app(container)
-    app.run(sock=listening_socket(settings.host, settings.port), single_process=True,
-            access_log=False, motd=False)
+
+    @app.after_server_start
+    async def announce(app):
+        # Printed whatever --log-level says: it is how an operator finds the URL and the token.
+        sys.stderr.write(startup_line(url, settings, container.runtime.name) + "\n")
+        sys.stderr.flush()
+
+    app.run(sock=sock, single_process=True, access_log=access_log, motd=False)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
     """Bound here because Sanic marks its own socket inheritable: every session process
     (uvloop closes only close-on-exec fds) would then hold the port, and a server restarted
     after a crash could not bind it while the old generation's processes still run."""
-    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except socket.gaierror as error:
+        raise OSError(errno.EADDRNOTAVAIL, f"cannot resolve {host!r}: {error.strerror}") from None
     return socket.create_server((host, port), family=family, backlog=100)
 
 

@@ -5,14 +5,17 @@ import orjson
 from sanic import Sanic
 
 from .auth import install_auth
+from .browser import install_origin_check
 from .errors import handle_error
 from .gate import install_runtime_gate
-from .routes import aerolvm, audit, health, journal, sandboxes, sessions, ws
+from .metrics import install_metrics
+from .routes import aerolvm, audit, contexts, files, health, journal, sandboxes, sessions, ui, ws
 from .routes import openapi as openapi_route
 
 
 def create_app(container, *, name: str = "sessiond") -> Sanic:
-    app = Sanic(name, dumps=orjson.dumps)
+    # Logging is ours (api/operator_log.py): Sanic's own handlers would print every line twice.
+    app = Sanic(name, dumps=orjson.dumps, configure_logging=False)
     app.config.REQUEST_MAX_SIZE = 256 * 1024 * 1024
     app.config.RESPONSE_TIMEOUT = 24 * 3600  # SSE and WebSocket streams live long
     app.config.REQUEST_TIMEOUT = 120
@@ -20,11 +23,13 @@ def create_app(container, *, name: str = "sessiond") -> Sanic:
     app.config.GRACEFUL_SHUTDOWN_TIMEOUT = 5.0
     app.config.WEBSOCKET_MAX_SIZE = 256 * 1024 * 1024  # WebSocket inputs, as large as HTTP bodies
     app.ctx.container = container
+    install_origin_check(app)  # browsers: no foreign Origin on the API or its WebSockets
     install_auth(app, container.settings.token)
     install_runtime_gate(app)  # after auth: only an authenticated call may wake a sandbox
-    for module in (health, sandboxes, sessions, journal, audit, ws, aerolvm):
+    for module in (health, sandboxes, sessions, journal, audit, ws, aerolvm, contexts, files, ui):
         app.blueprint(module.bp)
     app.blueprint(openapi_route.bp)  # GET /api/v1/openapi.json
+    install_metrics(app, container)  # GET /metrics, behind auth
     app.error_handler.add(Exception, handle_error)
 
     @app.before_server_start

@@ -1,36 +1,83 @@
-"""Bearer auth for every /api and /v1 route, compared in constant time."""
+"""Who may call the API: a bearer token, or (``--no-auth``) only loopback, non-browser callers.
+
+With a token every /api and /v1 route (and /metrics) needs ``Authorization: Bearer``,
+compared in constant time. Without one the token is no protection against a web page
+in a browser on the same machine, so ``--no-auth`` refuses with 403:
+
+- a ``Host`` that is not a loopback name or address: DNS rebinding (a hostile name that
+  resolves to 127.0.0.1 sends its own name as Host);
+- an ``Origin`` that is not this server's own origin: a cross-site form or ``fetch``
+  (a ``text/plain`` POST needs no CORS preflight) and a cross-site WebSocket upgrade.
+
+Requests without ``Origin`` (curl, the SDKs, ``sessionctl``) are not from a page and pass.
+"""
 from __future__ import annotations
 
 import hmac
+from urllib.parse import urlsplit
 
 from sanic import Request
 
+from .browser import subprotocol_bearer
+from .client.local_server import is_loopback_host
 from .errors import AEROLVM_PREFIX, aerolvm_error, envelope
 
-PROTECTED_PREFIXES = ("/api/", "/v1/")
+PROTECTED_PREFIXES = ("/api/", "/v1/", "/metrics")
 
 
 def install_auth(app, token: str) -> None:
-    if not token:
-        return
-    expected = token.encode()
+    if token:
+        _require_bearer(app, token.encode())
+    else:
+        _require_loopback_and_same_origin(app)
 
+
+def _require_bearer(app, expected: bytes) -> None:
     @app.on_request
     async def require_bearer(request: Request):
         if not request.path.startswith(PROTECTED_PREFIXES):
             return None
         header = request.headers.get("authorization")
+        if not header and (carried := subprotocol_bearer(request)) is not None:
+            header = f"Bearer {carried}"  # a browser's WebSocket (api/browser.py)
         if not header:
-            return _unauthorized(request, "missing authorization header")
+            return _refused(request, 401, "unauthorized", "missing authorization header")
         scheme, _, value = header.partition(" ")
         if scheme.lower() != "bearer" or not value.strip():
-            return _unauthorized(request, "invalid authorization header format")
+            return _refused(request, 401, "unauthorized", "invalid authorization header format")
         if not hmac.compare_digest(value.strip().encode(), expected):
-            return _unauthorized(request, "invalid token")
+            return _refused(request, 401, "unauthorized", "invalid token")
         return None
 
 
-def _unauthorized(request: Request, message: str):
+def _require_loopback_and_same_origin(app) -> None:
+    @app.on_request
+    async def require_local_caller(request: Request):
+        host = request.headers.get("host", "")
+        if not is_loopback_host(_hostname(host)):
+            return _refused(request, 403, "forbidden",
+                            f"Host {host!r} is not a loopback address (server started with --no-auth)")
+        origin = request.headers.get("origin")
+        if origin is not None and not _same_origin(origin, host):
+            return _refused(request, 403, "forbidden",
+                            f"cross-origin request from {origin!r} refused (server started with --no-auth)")
+        return None
+
+
+def _hostname(host: str) -> str:
+    """The name part of a Host header (``[::1]:8780`` -> ``::1``)."""
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _same_origin(origin: str, host: str) -> bool:
+    parts = urlsplit(origin)
+    # The page's own origin, and only over plain http (this server does not speak TLS).
+    return parts.scheme == "http" and parts.netloc.lower() == host.lower() and not parts.path.strip("/")
+
+
+def _refused(request: Request, status: int, code: str, message: str):
     if request.path.startswith(AEROLVM_PREFIX):  # the facade's own error shape
-        return aerolvm_error(401, "unauthorized")
-    return envelope(401, "unauthorized", message)
+        return aerolvm_error(status, code)
+    return envelope(status, code, message)

@@ -25,6 +25,21 @@ STATUS: list[tuple[type, int, str]] = [
     (e.UnavailableError, 503, "unavailable"),
 ]
 
+# Contexts and workspace files: the codes of the SDKs' reference (procd), checked first.
+STATUS[:0] = [
+    (e.ContextNotFoundError, 404, "context_not_found"),
+    (e.ContextFinishedError, 410, "process_finished"),
+    (e.ContextNotRunningError, 409, "process_not_running"),
+    (e.ContextPtyUnavailableError, 409, "pty_unavailable"),
+    (e.ExecTimeoutError, 408, "exec_timeout"),
+    (e.PathOutsideSandboxError, 403, "permission_denied"),
+    (e.FileNotFoundInSandboxError, 404, "file_not_found"),
+    (e.PathExistsError, 409, "path_exists"),
+    (e.NotADirectoryInSandboxError, 409, "path_not_directory"),
+    (e.NotAFileInSandboxError, 409, "path_not_file"),
+    (e.FileTooLargeError, 413, "file_too_large"),
+]
+
 
 class ApiError(Exception):
     """An error decided in the API layer itself (auth, bad JSON, unknown route)."""
@@ -64,7 +79,7 @@ def classify(exc: BaseException, action: str) -> tuple[int, str, str, object]:
     if isinstance(exc, SanicException):
         status = getattr(exc, "status_code", 500) or 500
         code = {404: "not_found", 405: "method_not_allowed", 400: "invalid_request",
-                413: "payload_too_large"}.get(status, "internal_error")
+                413: "payload_too_large", 426: "upgrade_required"}.get(status, "internal_error")
         return status, code, str(exc) or code, None
     log.error("unhandled error in %s", action, exc_info=exc)
     return 500, f"{action}_failed" if action else "internal_error", "internal error", None

@@ -16,9 +16,12 @@ from .errors import AEROLVM_PREFIX, aerolvm_error, envelope
 READ_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
 
 
+RUNTIME_PATHS = ("/sessions", "/contexts", "/files")  # calls that need the sandbox's runtime
+
+
 def runtime_call(request: Request) -> str | None:
-    """The sandbox id when this request is a session call, else None."""
-    if request.route is None or "/sessions" not in request.path:
+    """The sandbox id when this request is a session, context or file call, else None."""
+    if request.route is None or not any(part in request.path for part in RUNTIME_PATHS):
         return None
     return request.match_info.get("sandbox_id")
 

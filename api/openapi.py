@@ -10,15 +10,19 @@ from __future__ import annotations
 from functools import lru_cache
 
 from .openapi_schemas import ALL, INT64, ref
+from .openapi_workspace import SCHEMAS as WORKSPACE_SCHEMAS
+from .openapi_workspace import workspace_paths
 
 SB = "/api/v1/sandboxes"
 SS = SB + "/{sandbox_id}/sessions/{session_id}"
 AERO = "/v1/sandboxes"
 AS = AERO + "/{sandbox_id}/sessions/{session_id}"
 ERRORS = {400: "invalid request", 401: "missing or wrong bearer token", 403: "forbidden",
-          404: "unknown sandbox or session", 409: "conflict", 410: "cursor older than the retained journal",
-          429: "input buffer full", 500: "<action>_failed", 503: "unavailable (lifecycle barrier, "
-          "paused without auto_resume)"}
+          404: "unknown sandbox or session", 408: "exec_timeout", 409: "conflict",
+          410: "cursor older than the retained journal (contexts: process_finished)",
+          413: "too large (file_too_large; payload_too_large)",
+          426: "a WebSocket route called without the upgrade", 429: "input buffer full",
+          500: "<action>_failed", 503: "unavailable (lifecycle barrier, paused without auto_resume)"}
 SESSION_ERRORS = (400, 401, 404, 503)
 
 
@@ -87,6 +91,14 @@ def sandbox0_paths() -> dict:
     return {
         "/healthz": {"get": {**operation("healthz", "Liveness", {200: ref("Health")}, errors=(),
                                          tag="health"), "security": []}},
+        "/health": {"get": {**operation("health", "Health in the AeroLVM SDK's shape (no envelope)", {200: {
+            "description": "status, sandbox count, version", "content": _json({
+                "type": "object", "required": ["status", "sandboxes", "version"],
+                "properties": {"status": {"enum": ["ok", "starting"]}, "sandboxes": {"type": "integer"},
+                               "version": {"type": "string"}}})}}, errors=(), tag="health"), "security": []}},
+        "/metrics": {"get": operation("metrics", "Prometheus metrics (text exposition format)", {200: {
+            "description": "text/plain; version=0.0.4", "content": {"text/plain": {"schema": {"type": "string"}}}}},
+            errors=(401,), tag="meta")},
         "/api/v1/openapi.json": {"get": operation("openapi", "This document", {200: {
             "description": "the OpenAPI document", "content": _json({"type": "object"})}}, errors=(401,),
             tag="meta")},
@@ -102,6 +114,12 @@ def sandbox0_paths() -> dict:
                                 {202: ref("DeleteSandboxResponse")}, (401, 404), **tag)},
         SB + "/{sandbox_id}/status": {"get": operation("sandbox_status", "Status view", {
             200: ref("SandboxStatus")}, (401, 404), **tag)},
+        SB + "/{sandbox_id}/network": {
+            "get": operation("get_sandbox_network", "The sandbox's network policy",
+                             {200: ref("SandboxNetworkPolicy")}, (401, 404), **tag),
+            "put": operation("update_sandbox_network", "Replace the network policy (applied to new connections)",
+                             {200: ref("SandboxNetworkPolicy")}, (400, 401, 404, 503), "SandboxNetworkPolicy",
+                             **tag)},
         SB + "/{sandbox_id}/pause": {"post": operation(
             "pause_sandbox", "Checkpoint and release the runtime", {200: ref("PauseResponse"),
                                                                     202: ref("PauseResponse")},
@@ -113,6 +131,7 @@ def sandbox0_paths() -> dict:
             "refresh_sandbox", "Re-arm the ttl deadlines", {200: ref("RefreshResponse")}, (400, 401, 404),
             "RefreshRequest", False, **tag)},
         **session_paths(),
+        **workspace_paths(operation, _query, UPGRADE),
     }
 
 
@@ -223,12 +242,12 @@ def document() -> dict:
         "openapi": "3.1.0",
         "info": {"title": "Session supervisor", "version": "0.1.0",
                  "description": "Sandbox0-compatible sandbox and session API under /api/v1, and the "
-                                "AeroLVM-compatible facade under /v1. Contracts: sandbox0-sessions.md, "
-                                "sandbox0-sandboxes.md, aerolvm-sessions.md."},
+                                "AeroLVM-compatible facade under /v1 (the official sandbox0 and "
+                                "aerolvm-sdk clients work unmodified)."},
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
-        "tags": [{"name": n} for n in ("sandboxes", "sessions", "aerolvm", "health", "meta")],
+        "tags": [{"name": n} for n in ("sandboxes", "sessions", "contexts", "files", "aerolvm", "health", "meta")],
         "paths": paths,
-        "components": {"schemas": dict(ALL),
+        "components": {"schemas": {**ALL, **WORKSPACE_SCHEMAS},
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }

@@ -119,7 +119,7 @@ SESSIONS = {
 
 SANDBOXES = {
     "SandboxConfig": obj({"env_vars": STR_MAP, "resources": obj({"memory": STR}), "ttl": INT32,
-                          "hard_ttl": INT32, "network": {"type": "object"}, "webhook": {"type": "object"},
+                          "hard_ttl": INT32, "network": ref("SandboxNetworkPolicy"), "webhook": {"type": "object"},
                           "auto_resume": BOOL, "services": array({"type": "object"})}),
     "ClaimRequest": obj({"template": {"type": "string", "enum": ["default", "coding-agent"],
                                       "description": "case-insensitive; unknown templates get 404"},
@@ -129,7 +129,7 @@ SANDBOXES = {
     "Sandbox": obj({"id": STR, "template_id": STR, "team_id": STR, "status": SANDBOX_STATUS, "paused": BOOL,
                     "auto_resume": BOOL, "runtime_id": STR, "runtime_generation": INT64, "claimed_at": TIME,
                     "created_at": TIME, "updated_at": TIME, "user_id": STR, "expires_at": nullable(TIME),
-                    "hard_expires_at": nullable(TIME)},
+                    "hard_expires_at": nullable(TIME), "config": obj({"network": ref("SandboxNetworkPolicy")})},
                    ("id", "template_id", "team_id", "status", "paused", "auto_resume", "runtime_id",
                     "runtime_generation", "claimed_at", "created_at", "updated_at")),
     "SandboxSummary": obj({"id": STR, "template_id": STR, "status": SANDBOX_STATUS, "paused": BOOL,
@@ -142,7 +142,17 @@ SANDBOXES = {
                        ("sandboxes", "count", "has_more")),
     "SandboxStatus": obj({"sandbox_id": STR, "template_id": STR, "team_id": STR, "user_id": STR,
                           "runtime_id": STR, "status": SANDBOX_STATUS, "claimed_at": STR, "created_at": STR,
-                          "expires_at": nullable(STR), "hard_expires_at": nullable(STR)}),
+                          "expires_at": nullable(STR), "hard_expires_at": nullable(STR),
+                          "resource_usage": obj({"workspace_bytes": INT64, "container_memory_usage": INT64,
+                                                 "container_memory_limit": INT64, "pids": INT64})}),
+    # Only CIDR and port rules are enforced; domain, traffic, protocol and credential rules are
+    # refused (400) where the mode would enforce them (domain/model/network.py).
+    "SandboxNetworkPolicy": obj({"mode": enum("allow-all", "block-all"), "egress": obj({
+        "allowedCidrs": array(STR), "deniedCidrs": array(STR), "allowedPorts": array(ref("PortSpec")),
+        "deniedPorts": array(ref("PortSpec")), "allowedDomains": array(STR), "deniedDomains": array(STR)}),
+        "credentialBindings": array({"type": "object"})}, ("mode",)),
+    "PortSpec": obj({"port": {"type": "integer", "minimum": 1, "maximum": 65535}, "protocol": enum("tcp", "udp"),
+                     "endPort": {"type": "integer", "minimum": 1, "maximum": 65535}}, ("port",)),
     "UpdateSandboxRequest": obj({"config": ref("SandboxConfig")}, ("config",)),
     "MemoryRequest": obj({"memory": BOOL}),
     "PauseResponse": obj({"sandbox_id": STR, "paused": BOOL, "status": SANDBOX_STATUS},

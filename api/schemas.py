@@ -7,6 +7,7 @@ from __future__ import annotations
 import orjson
 from sanic import HTTPResponse, Request
 
+from domain.model.network import effective_policy
 from domain.model.signals import signal_short_name
 from domain.model.timefmt import rfc3339
 
@@ -82,6 +83,7 @@ def render_sandbox(sandbox) -> dict:
         out["hard_expires_at"] = rfc3339(sandbox.hard_expires_ns)
     if sandbox.config.get("resources"):
         out["resources"] = sandbox.config["resources"]
+    out["config"] = {"network": effective_policy(sandbox.config, sandbox.template)}
     return out
 
 

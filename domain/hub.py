@@ -61,6 +61,7 @@ class Subscriber:
 class Hub:
     def __init__(self) -> None:
         self._subscribers: dict[str, set[Subscriber]] = {}
+        self.detaches: dict[str, int] = {}  # subscribers the server closed, by reason (for /metrics)
 
     def subscribe(self, session_id: str) -> Subscriber:
         subscriber = Subscriber(session_id)
@@ -77,16 +78,24 @@ class Hub:
     def has_subscribers(self, session_id: str) -> bool:
         return session_id in self._subscribers
 
+    def subscriber_count(self) -> int:
+        return sum(len(subscribers) for subscribers in self._subscribers.values())
+
+    def _count_detach(self, reason: str) -> None:
+        self.detaches[reason] = self.detaches.get(reason, 0) + 1
+
     def publish(self, session_id: str, items: list) -> None:
         for subscriber in list(self._subscribers.get(session_id, ())):
             for item in items:
                 subscriber.offer(item)
             if subscriber.closed_reason:
+                self._count_detach(subscriber.closed_reason)
                 self.unsubscribe(subscriber)
 
     def close_session(self, session_id: str, reason: str) -> None:
         for subscriber in self._subscribers.pop(session_id, set()):
             subscriber.close(reason)
+            self._count_detach(reason)
 
     def close_all(self, reason: str) -> None:
         for session_id in list(self._subscribers):

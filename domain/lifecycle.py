@@ -178,12 +178,14 @@ def freeze(service, at_ns: int) -> list:
         live.handle.send_signal(signal.SIGSTOP)
         reconciler._record(session, session.freeze, at_ns)
         frozen.append((session, live))
+    service.runtime.freeze(True)  # the sandbox's freezer cgroup, where the runtime has one
     return frozen
 
 
 async def thaw(service, frozen: list, at_ns: int) -> None:
     """Undo a freeze whose pause did not commit: SIGCONT, ``session.resumed``, restarts re-armed."""
     reconciler = service.reconciler
+    service.runtime.freeze(False)
     for session, live in frozen:
         live.handle.send_signal(signal.SIGCONT)
         reconciler._record(session, session.thaw, at_ns)

@@ -156,7 +156,7 @@ class Reconciler:
     # ---- exits ------------------------------------------------------------------------------
     async def _watch_exit(self, session: Session, live: LiveAttempt) -> None:
         status: ExitStatus = await live.handle.wait_exited()
-        status = self.ctx.translate_exit(status)
+        status = self.ctx.translate_exit(status, live.attempt_id)
         if live.abandoned:
             for task in list(live.tasks):
                 task.cancel()
@@ -169,7 +169,7 @@ class Reconciler:
             if self.live.get(session.id) is live:
                 del self.live[session.id]
             decision = self._record(session, session.record_exit, status.exit_code, status.signal,
-                                    self.ctx.clock.now_ns(), reason=live.exit_reason)
+                                    self.ctx.clock.now_ns(), reason=live.exit_reason or status.reason)
             live.exited.set()
         self._after_exit(session, decision)
 
@@ -233,6 +233,7 @@ class Reconciler:
     async def kill_everything(self) -> None:
         """Runtime release: every process of the sandbox ended and reaped, no timers left."""
         self.ctx.expiry.stop()  # no expiry without a runtime; start() it again on the next one
+        await self.ctx.contexts.close_all()  # contexts have no journal: they end with the runtime
         for session_id in list(self.timers):
             self.cancel_timer(session_id)
         lives = list(self.live.values())
@@ -246,6 +247,8 @@ class Reconciler:
                 await asyncio.wait_for(live.exited.wait(), KILL_WAIT_S)
             except asyncio.TimeoutError:
                 log.error("attempt %s did not end after SIGKILL", live.attempt_id)
+        # Whatever escaped the process groups (a daemonised grandchild) ends with the cgroups.
+        await asyncio.to_thread(self.ctx.runtime.release)
 
     def terminal_for(self, session: Session) -> TerminalSize | None:
         if not session.is_pty:

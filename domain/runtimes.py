@@ -83,6 +83,7 @@ class RuntimeLifecycle:
                                              by_user=by_user, drain_s=drain_s)
                 del self.services[sandbox_id]
                 self.parked[sandbox_id] = paused
+                await self.detach_network(sandbox_id)  # the runtime's processes are gone
                 return paused
             except PauseCancelled:
                 log.info("sandbox %s: ttl pause cancelled by a runtime call", sandbox_id)
@@ -146,7 +147,12 @@ class RuntimeLifecycle:
 
     async def _new_runtime(self, sandbox_id: str, supervisor) -> None:
         service = self._service(sandbox_id, supervisor)
-        await self.replace_runtime(service)
+        await self.attach_network(service)  # before any recovered attempt starts
+        try:
+            await self.replace_runtime(service)
+        except BaseException:
+            await self.detach_network(sandbox_id)
+            raise
         self.services[sandbox_id] = service
         if self.checkpoints is not None:  # from now on a restart without a pause is a crash
             await asyncio.to_thread(self.checkpoints.discard_manifest, sandbox_id)
@@ -179,10 +185,19 @@ class RuntimeLifecycle:
 
     # ---- the sandbox record ----------------------------------------------------------------------
     async def update(self, sandbox_id: str, changes: dict):
-        """Partial merge of the config (contract §1.4); a memory change replaces the runtime."""
+        """Partial merge of the config (contract §1.4); a memory change replaces the runtime,
+        a network change is applied live (``networks.py``)."""
         async with self.gate(sandbox_id).lock:
             before = self.sandbox(sandbox_id).config.get("resources")
-            await self._record_sandbox(sandbox_id, lambda sb, now: sb.reconfigure(changes, now))
+            if "network" in changes:
+                old_network = self.network_policy(sandbox_id)
+                await self.apply_network(sandbox_id, changes["network"])
+            try:
+                await self._record_sandbox(sandbox_id, lambda sb, now: sb.reconfigure(changes, now))
+            except BaseException:
+                if "network" in changes:
+                    await self.apply_network(sandbox_id, old_network)
+                raise
         if sandbox_id in self.services and "resources" in changes and changes["resources"] != before:
             await self.pause(sandbox_id, by_user=False)
             await self.resume(sandbox_id)

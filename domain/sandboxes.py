@@ -16,10 +16,12 @@ from .hub import Hub
 from .lifecycle import Checkpoints, RuntimeGate
 from .model.errors import InvalidRequestError, SandboxNotFoundError, UnavailableError
 from .model.ids import sandbox_id_from
-from .store_faults import store_error
+from .model.network import template_policy
 from .model.sandbox import Sandbox
+from .networks import NetworkLifecycle, NoNetworks
 from .runtimes import RuntimeLifecycle
 from .service import SandboxService
+from .store_faults import store_error
 from .supervisor import SessionSupervisor
 
 log = logging.getLogger(__name__)
@@ -37,12 +39,14 @@ class SandboxFiles(Protocol):
     def workspace(self, sandbox_id: str) -> str: ...
     def open_store(self, sandbox_id: str) -> SessionSupervisor: ...
     def remove(self, sandbox_id: str) -> None: ...
+    def usage(self, sandbox_id: str) -> dict[str, int]: ...
 
 
-class SandboxManager(RuntimeLifecycle):
+class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
     def __init__(self, *, files: SandboxFiles, pipeline: CommitPipeline, hub: Hub, pipe_runner,
                  pty_runner, runtime, clock, new_uuid_hex: Callable[[], str], base_env: dict[str, str],
-                 reap: Callable[[int, int], object], checkpoints: Checkpoints | None = None):
+                 reap: Callable[[int, int], object], checkpoints: Checkpoints | None = None,
+                 networks=None):
         self.files = files
         self.pipeline = pipeline
         self.hub = hub
@@ -57,6 +61,7 @@ class SandboxManager(RuntimeLifecycle):
         self.parked: dict[str, Sandbox] = {}  # paused: only the record; the rootfs holds the rest
         self.gates: dict[str, RuntimeGate] = {}
         self.checkpoints = checkpoints  # None: pause is unavailable (503)
+        self.networks = networks or NoNetworks()  # domain.ports.SandboxNetworks
         self._sweeper: asyncio.Task | None = None
         self._lock = asyncio.Lock()
 
@@ -64,9 +69,12 @@ class SandboxManager(RuntimeLifecycle):
         sandbox = supervisor.sandbox
         env = dict(TEMPLATES.get(sandbox.template, {}))
         env.update(sandbox.config.get("env_vars") or {})
+        workspace = self.files.workspace(sandbox_id)
+        # The sandbox's own view of the runtime: its host uid, cgroups and limits (infra.runtime).
+        runtime = self.runtime.isolate(sandbox_id, workspace, sandbox.config)
         service = SandboxService(sandbox_id=sandbox_id, supervisor=supervisor, pipeline=self.pipeline,
                                  hub=self.hub, pipe_runner=self.pipe_runner, pty_runner=self.pty_runner,
-                                 runtime=self.runtime, workspace=self.files.workspace(sandbox_id),
+                                 runtime=runtime, workspace=workspace,
                                  clock=self.clock, new_uuid_hex=self.new_uuid_hex, sandbox_env=env,
                                  base_env=self.base_env)
         service.expiry.start()  # stopped by reconciler.kill_everything when the runtime goes
@@ -75,6 +83,7 @@ class SandboxManager(RuntimeLifecycle):
 
     # ---- startup --------------------------------------------------------------------------
     async def start(self) -> None:
+        await self.networks.start()  # removes what a crashed server left behind
         for sandbox_id in self.files.list_ids():
             try:
                 await self.bring_up(sandbox_id)
@@ -110,6 +119,7 @@ class SandboxManager(RuntimeLifecycle):
     async def claim(self, template: str, config: dict) -> Sandbox:
         if template not in TEMPLATES:
             raise InvalidRequestError(f"template {template!r} not found")
+        config = {"network": template_policy(template), **config}
         sandbox_id = sandbox_id_from(self.new_uuid_hex())
         try:
             await asyncio.to_thread(self.files.create, sandbox_id)
@@ -118,7 +128,16 @@ class SandboxManager(RuntimeLifecycle):
             await asyncio.to_thread(self.files.remove, sandbox_id)
             raise store_error(exc) from exc
         supervisor.sandbox = Sandbox.claim(sandbox_id, template, config, self.clock.now_ns())
-        self.services[sandbox_id] = self._service(sandbox_id, supervisor)
+        service = self._service(sandbox_id, supervisor)
+        try:
+            await self.attach_network(service)
+        except Exception:
+            service.expiry.stop()
+            service.retention.stop()
+            await self.pipeline.run_in_writer(supervisor.close)
+            await asyncio.to_thread(self.files.remove, sandbox_id)
+            raise
+        self.services[sandbox_id] = service
         self.pipeline.stage(supervisor, supervisor.sandbox)
         try:
             await self.pipeline.flush(supervisor)
@@ -135,6 +154,15 @@ class SandboxManager(RuntimeLifecycle):
         if parked is None:
             raise SandboxNotFoundError()
         return parked
+
+    async def usage(self, sandbox_id: str) -> dict[str, int]:
+        """Workspace disk use, and while running the cgroups' memory and process counts."""
+        self.sandbox(sandbox_id)
+        usage = await asyncio.to_thread(self.files.usage, sandbox_id)
+        service = self.services.get(sandbox_id)
+        if service is not None:
+            usage.update(service.runtime.usage())
+        return usage
 
     def service_for(self, sandbox_id: str) -> SandboxService:
         service = self.services.get(sandbox_id)
@@ -173,6 +201,7 @@ class SandboxManager(RuntimeLifecycle):
             # Closed on the writer thread, after any store work queued for it: closing a
             # SQLite connection another thread is using can crash the process.
             await self.pipeline.run_in_writer(service.supervisor.close)
+            await self.detach_network(sandbox_id)
         await asyncio.to_thread(self.files.remove, sandbox_id)
 
     async def shutdown(self) -> None:
@@ -188,3 +217,4 @@ class SandboxManager(RuntimeLifecycle):
             log.exception("final commit failed")
         for service in self.services.values():
             await self.pipeline.run_in_writer(service.supervisor.close)
+        await self.networks.close()

@@ -9,6 +9,7 @@ import asyncio
 from typing import Callable
 
 from .commits import CommitPipeline
+from .contexts import SandboxContexts
 from .expiry import ExpirySweep
 from .hub import Hub
 from .journal_views import JournalViews
@@ -43,12 +44,14 @@ class SandboxService(JournalViews):
         self.pipe_runner = pipe_runner
         self.pty_runner = pty_runner
         self.runtime = runtime
+        self.netns: str | None = None  # the network namespace its sessions join (networks.py)
         self.workspace = workspace
         self.clock = clock
         self.new_uuid_hex = new_uuid_hex
         self.sandbox_env = sandbox_env
         self.base_env = base_env
         self.reconciler = Reconciler(self)
+        self.contexts = SandboxContexts(self)  # ended with the runtime: reconciler.kill_everything
         self.expiry = ExpirySweep(self)  # started by the manager once the runtime is active
         self.retention = Retention(supervisor, pipeline, clock)  # started by the manager too
         supervisor.on_commit = self.retention.on_commit
@@ -76,15 +79,23 @@ class SandboxService(JournalViews):
     def launch_for(self, session: Session):
         spec = session.spec
         terminal = self.reconciler.terminal_for(session)
+        env = {k.strip(): v for k, v in spec.get("env", {}).items() if k.strip() and "=" not in k}
+        term = spec["io"]["terminal"]["term"] if terminal is not None else "xterm-256color"
+        return self.launch_process(spec["command"], spec.get("cwd", ""), env, terminal, term,
+                                   attempt_id=session.attempt_id)
+
+    def launch_process(self, argv: list[str], cwd: str, env_overrides: dict[str, str],
+                       terminal, term: str = "xterm-256color", attempt_id: str = ""):
+        """The one way a process of this sandbox (a session attempt or a context) is launched."""
         env = dict(self.base_env)
         env.update(self.sandbox_env)
-        env.update({k.strip(): v for k, v in spec.get("env", {}).items() if k.strip() and "=" not in k})
+        env.update(env_overrides)
         if terminal is not None:
-            env["TERM"] = spec["io"]["terminal"]["term"]
-        return self.runtime.launch(self.workspace, spec["command"], spec.get("cwd", ""), env, terminal)
+            env["TERM"] = term
+        return self.runtime.launch(self.workspace, argv, cwd, env, terminal, attempt_id=attempt_id)
 
-    def translate_exit(self, status):
-        return self.runtime.translate_exit(status)
+    def translate_exit(self, status, attempt_id: str = ""):
+        return self.runtime.translate_exit(status, attempt_id)
 
     def on_attempt_ended(self, session: Session) -> None:
         pass
@@ -111,8 +122,10 @@ class SandboxService(JournalViews):
             existing_id = self.supervisor.creation_keys.get(key) if key else None
             if existing_id is not None:
                 existing = self.supervisor.sessions.get(existing_id)
-                if existing is None or existing_id in self.deleting or existing.spec != spec:
-                    raise SessionExistsError()
+                if existing is None or existing_id in self.deleting:
+                    raise SessionExistsError(key, existing_id, "(deleted)")
+                if existing.spec != spec:
+                    raise SessionExistsError(key, existing_id)
                 return existing, False
             session_id = session_id_from(self.new_uuid_hex())
             session = Session.create(session_id, self.sandbox_id, spec, key, self.generation,

@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
 from domain.commits import CommitPipeline
 from domain.hub import Hub
+from domain.networks import NoNetworks
 from domain.sandboxes import SandboxManager
 from domain.supervisor import live_record
 
@@ -22,7 +24,10 @@ from .clock import SystemClock
 from .pipe_runner import PipeRunner
 from .pty_runner import PtyRunner
 from .reaper import reap_leftover
-from .runtime import detect_runtime
+from .netns import NetnsNetworks, netns_available
+from .isolation_check import protect_from_oom
+from .runtime import RuntimeUnavailableError, detect_runtime, sandbox_tmp_dir
+from .confined_fs import ConfinedFS
 from .sandbox_dirs import SandboxDirectories
 from .settings import Settings
 from .writer import WriterThread
@@ -46,37 +51,109 @@ class Container:
     pty_runner: object | None = None
     reap: Callable[[int, int], object] | None = None
     new_uuid_hex: Callable[[], str] | None = None
+    # Told about every commit: ``committed(events)`` and ``tick_committed(seconds)``
+    # (api/metrics.py). They only count; the write path never waits on them.
+    observers: list = field(default_factory=list)
+    dirs: SandboxDirectories | None = None
 
     def __post_init__(self) -> None:
-        self.runtime = detect_runtime(self.settings.runtime)
+        self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
+                                      pids_max=self.settings.sandbox_pids_max)
+        if self.runtime.name == "bwrap":
+            protect_from_oom()  # a sandbox's OOM must end its own processes, never the server
+        self.networks = choose_networks(self.settings)
+        if hasattr(self.runtime, "netns_for"):
+            self.runtime.netns_for = self.networks.netns_path  # sessions join their sandbox's netns
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.writer = WriterThread(loop)
-        self.pipeline = CommitPipeline(self.writer, self.clock.now_ns, self._on_committed)
+        self.pipeline = CommitPipeline(TimedSink(self.writer, self._on_tick), self.clock.now_ns,
+                                       self._on_committed)
         base_env = {k: os.environ[k] for k in BASE_ENV_KEYS if k in os.environ}
         base_env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin")
-        dirs = SandboxDirectories(self.settings.data_dir)
+        dirs = self.dirs = SandboxDirectories(self.settings.data_dir)
         self.manager = SandboxManager(
             files=dirs, pipeline=self.pipeline, hub=self.hub, checkpoints=Checkpoints(dirs),
             pipe_runner=self.pipe_runner or PipeRunner(), pty_runner=self.pty_runner or PtyRunner(),
             runtime=self.runtime, clock=self.clock,
             new_uuid_hex=self.new_uuid_hex or (lambda: uuid.uuid4().hex), base_env=base_env,
-            reap=self.reap or reap_leftover)
+            reap=self.reap or reap_leftover, networks=self.networks)
         await self.manager.start()
+
+    def sandbox_fs(self, sandbox_id: str) -> ConfinedFS:
+        """The file API's view of one sandbox: its /workspace, and its /tmp when that is on disk
+        (bwrap binds it; under the host runtime /tmp is the host's, so it is not offered)."""
+        workspace = self.dirs.workspace(sandbox_id)
+        areas = {"/workspace": workspace}
+        tmp = sandbox_tmp_dir(workspace) if self.runtime.name != "host" else None
+        if tmp is not None:
+            areas["/tmp"] = tmp
+        owned = os.stat(workspace)
+        owner = (owned.st_uid, owned.st_gid) if owned.st_uid != os.geteuid() else None
+        return ConfinedFS(areas, owner)
 
     def _on_committed(self, supervisor, aggregate, events: list) -> None:
         sessions = supervisor.sessions
         if aggregate.id not in sessions:
             return
         supervisor.committed_seq[aggregate.id] = events[-1].originator_version
+        for observer in self.observers:
+            observer.committed(events)
         if self.hub.has_subscribers(aggregate.id):
             self.hub.publish(aggregate.id, [live_record(aggregate.id, event) for event in events])
         if supervisor.on_commit is not None:
             supervisor.on_commit(aggregate)
+
+    def _on_tick(self, seconds: float) -> None:
+        for observer in self.observers:
+            observer.tick_committed(seconds)
 
     async def stop(self) -> None:
         if self.manager is not None:
             await self.manager.shutdown()
         if self.writer is not None:
             await asyncio.to_thread(self.writer.close)
+
+
+def choose_networks(settings: Settings):
+    """A network namespace per sandbox (``netns``), or the host's network shared (``host``).
+    ``auto`` takes netns when it can (root, bwrap, iproute2 and nftables) and warns when not."""
+    mode = settings.network
+    if mode not in ("auto", "netns", "host"):
+        raise ValueError(f"unknown network mode {mode!r} (expected auto, netns or host)")
+    if mode == "host":
+        log.warning("network 'host': sandboxes share the host's network (policies are not enforced)")
+        return NoNetworks()
+    if settings.runtime == "host":
+        problem = "runtime 'host' runs sessions without a sandbox"
+    else:
+        problem = netns_available()
+    if problem is None:
+        return NetnsNetworks(str(settings.data_dir))
+    if mode == "netns":
+        raise RuntimeUnavailableError(f"network 'netns' requested but unavailable: {problem}")
+    if settings.runtime != "host":  # runtime 'host' already warns that nothing is isolated
+        log.warning("sandboxes share the host's network (policies are not enforced): %s", problem)
+    return NoNetworks()
+
+
+class TimedSink:
+    """The writer, timing each tick from submit to its durable commit."""
+
+    def __init__(self, writer: WriterThread, on_tick: Callable[[float], None]) -> None:
+        self._writer = writer
+        self._on_tick = on_tick
+
+    def submit(self, tick, done) -> None:
+        started = time.perf_counter()
+
+        def timed(outcomes) -> None:  # one AppOutcome per store of the tick
+            if not any(outcome.store_error is not None for outcome in outcomes):
+                self._on_tick(time.perf_counter() - started)
+            done(outcomes)
+
+        self._writer.submit(tick, timed)
+
+    def run_in_writer(self, fn, done) -> None:
+        self._writer.run_in_writer(fn, done)

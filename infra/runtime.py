@@ -1,5 +1,10 @@
 """Sandbox runtimes: turn (workspace, argv, cwd, env, terminal) into a Launch.
 
+``runtime.isolate(sandbox_id, workspace, config)`` gives each sandbox its own
+``BoundRuntime``; under the hardened bubblewrap runtime that carries a
+``SandboxIsolation`` (unprivileged host uid, cgroups and limits, optional network
+namespace), so every process of the sandbox is started the same way: see ``infra.launch_chain``.
+
 The session spec speaks of paths inside the sandbox (``/workspace/...``); a
 runtime maps them onto the host and, for bubblewrap, wraps argv so the
 process only sees the workspace plus a read-only system.
@@ -25,13 +30,24 @@ end-of-input (or EIO) instead of dying of SIGHUP.
 """
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 import shutil
+import signal
 import subprocess
-from typing import Mapping, Protocol
+import tempfile
+import time
+from typing import Callable, Mapping, Protocol
 
 from domain.ports import ExitStatus, Launch, TerminalSize
+
+from .isolation import DEFAULT_PIDS_MAX, SandboxIsolation, limits_for, sandbox_uid
+from .sandbox_tmp import sandbox_tmp_dir
+from .launch_chain import CHAIN_PATH, Hardening, chain_argv
+
+log = logging.getLogger(__name__)
+OOM_KILLED = "oom_killed"
 
 WORKSPACE = "/workspace"
 _SIGNAL_EXIT_BASE = 128
@@ -49,18 +65,20 @@ class RuntimeUnavailableError(RuntimeError):
 
 
 class SandboxRuntime(Protocol):
+    """What the domain holds per sandbox (``isolate`` returns it): a ``BoundRuntime``."""
+
     name: str
 
-    def launch(
-        self,
-        workspace_dir: str,
-        argv: list[str],
-        cwd: str,
-        env: dict[str, str],
-        terminal: TerminalSize | None,
-    ) -> Launch: ...
+    def launch(self, workspace_dir: str, argv: list[str], cwd: str, env: dict[str, str],
+               terminal: TerminalSize | None, attempt_id: str = "") -> Launch: ...
 
-    def translate_exit(self, status: ExitStatus) -> ExitStatus: ...
+    def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus: ...
+
+    def usage(self) -> dict[str, int]: ...
+
+    def freeze(self, frozen: bool) -> None: ...
+
+    def release(self) -> None: ...
 
 
 def build_env(
@@ -96,6 +114,10 @@ class HostRuntime:
     """No isolation: /workspace is just an alias for the workspace directory."""
 
     name = "host"
+    hardening = None
+
+    def isolate(self, sandbox_id: str, workspace_dir: str, config: dict) -> "BoundRuntime":
+        return BoundRuntime(self, None)
 
     def launch(
         self,
@@ -115,14 +137,33 @@ class HostRuntime:
 
 
 class BwrapRuntime:
-    """bubblewrap: read-only system, the workspace bound at /workspace, own pid namespace."""
+    """bubblewrap: read-only system, the workspace bound at /workspace, own namespaces.
+
+    With ``hardening`` and a ``SandboxIsolation`` the process also runs as the sandbox's
+    unprivileged uid (root only inside its user namespace), in its cgroups, under seccomp.
+    """
 
     name = "bwrap"
 
-    def __init__(self, bwrap_path: str = "/usr/bin/bwrap", env_path: str = "/usr/bin/env") -> None:
+    def __init__(self, bwrap_path: str = "/usr/bin/bwrap", env_path: str = "/usr/bin/env",
+                 hardening: Hardening | None = None) -> None:
         self._bwrap = bwrap_path
         self._env = env_path  # must also resolve inside the sandbox (/usr is bound)
         self._system_args = _system_binds()  # probed once; the host layout does not change
+        self.hardening = hardening
+        # sandbox id -> the network namespace its processes join (e.g. /run/netns/<name>), or
+        # None for the host's; set by whoever owns per-sandbox networking.
+        self.netns_for: Callable[[str], str | None] | None = None
+
+    def isolate(self, sandbox_id: str, workspace_dir: str, config: dict) -> "BoundRuntime":
+        hard = self.hardening
+        if hard is None:
+            return BoundRuntime(self, None)
+        uid = sandbox_uid(sandbox_id, workspace_dir) if hard.as_root else None
+        limits = limits_for(config, hard.pids_max)
+        cgroup = hard.cgroups.create(sandbox_id, limits) if hard.cgroups is not None else None
+        netns = self.netns_for(sandbox_id) if self.netns_for is not None else None
+        return BoundRuntime(self, SandboxIsolation(sandbox_id, uid, limits, cgroup, netns_path=netns))
 
     def launch(
         self,
@@ -131,16 +172,36 @@ class BwrapRuntime:
         cwd: str,
         env: dict[str, str],
         terminal: TerminalSize | None,
+        *,
+        isolation: SandboxIsolation | None = None,
+        attempt_id: str = "",
     ) -> Launch:
+        hard = self.hardening
+        if isolation is not None and self.netns_for is not None:
+            # Looked up per launch: a sandbox's network is attached after its runtime is
+            # isolated (domain/networks.py), and it is replaced with each runtime generation.
+            isolation.netns_path = self.netns_for(isolation.sandbox_id)
+        if hard is None or isolation is None:
+            bind = ["--bind", workspace_dir, WORKSPACE, *tmp_binds(workspace_dir)]
+            prefix: list[str] = []
+            outer_env = dict(env)
+        else:
+            tmp = sandbox_tmp_dir(workspace_dir)  # staged like the workspace: see launch_chain
+            bind = ["--bind", hard.stage_dir, WORKSPACE, "--args", "12",
+                    *(["--bind", hard.stage_tmp_dir, "/tmp"] if tmp else ["--tmpfs", "/tmp"])]
+            env_file = hard.write_env(isolation.sandbox_id, attempt_id, env)
+            prefix = chain_argv(hard, isolation, workspace_dir, attempt_id, env_file)
+            outer_env = {"PATH": CHAIN_PATH}
         wrapped = [
+            *prefix,
             self._env, f"--ignore-signal={_SHIELDED_SIGNALS}",
             self._bwrap,
+            *(self._namespace_args(isolation) if hard else []),
             *self._system_args,
             "--dir", WORKSPACE,
-            "--bind", workspace_dir, WORKSPACE,
+            *bind,
             "--dev", "/dev",
             "--proc", "/proc",
-            "--tmpfs", "/tmp",
             "--unshare-pid",
             "--die-with-parent",
             "--chdir", sandbox_path(cwd),
@@ -149,14 +210,82 @@ class BwrapRuntime:
             *argv,
         ]
         # bwrap passes its own environment through to the command.
-        return Launch(argv=wrapped, cwd=workspace_dir, env=dict(env), terminal=terminal)
+        return Launch(argv=wrapped, cwd=workspace_dir, env=outer_env, terminal=terminal)
 
-    def translate_exit(self, status: ExitStatus) -> ExitStatus:
+    @staticmethod
+    def _namespace_args(isolation: SandboxIsolation | None) -> list[str]:
+        # No --disable-userns: it nests a second user namespace, so uid_map would read "0 0 1"
+        # inside; seccomp refuses new namespaces instead.
+        args = ["--unshare-user", "--uid", "0", "--gid", "0",
+                "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL"]
+        if isolation is not None:
+            args += ["--hostname", isolation.sandbox_id, "--seccomp", "10"]
+        return args
+
+    def translate_exit(self, status: ExitStatus, *, isolation: SandboxIsolation | None = None,
+                       attempt_id: str = "") -> ExitStatus:
         code = status.exit_code
         if status.signal is None and code is not None:
             if _SIGNAL_EXIT_BASE < code <= _SIGNAL_EXIT_BASE + _MAX_SIGNAL:
-                return ExitStatus(exit_code=-1, signal=code - _SIGNAL_EXIT_BASE)
+                status = ExitStatus(exit_code=-1, signal=code - _SIGNAL_EXIT_BASE)
+        if isolation is not None and self.hardening is not None:
+            self.hardening.forget_env(isolation.sandbox_id, attempt_id)
+        if isolation is not None and isolation.cgroup is not None and attempt_id:
+            killed = isolation.cgroup.oom_kills(attempt_id)
+            isolation.cgroup.forget_attempt(attempt_id)  # busy while the last tasks die: release() ends it
+            if killed and status.signal == signal.SIGKILL:
+                status = ExitStatus(exit_code=status.exit_code, signal=status.signal, reason=OOM_KILLED)
         return status
+
+
+class BoundRuntime:
+    """One sandbox's view of a runtime: every launch and exit carries its isolation."""
+
+    def __init__(self, runtime: "HostRuntime | BwrapRuntime", isolation: SandboxIsolation | None) -> None:
+        self.runtime = runtime
+        self.isolation = isolation
+        self.name = runtime.name
+
+    def launch(self, workspace_dir: str, argv: list[str], cwd: str, env: dict[str, str],
+               terminal: TerminalSize | None, attempt_id: str = "") -> Launch:
+        if self.isolation is None:
+            return self.runtime.launch(workspace_dir, argv, cwd, env, terminal)
+        return self.runtime.launch(workspace_dir, argv, cwd, env, terminal,
+                                   isolation=self.isolation, attempt_id=attempt_id)
+
+    def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus:
+        if self.isolation is None:
+            return self.runtime.translate_exit(status)
+        return self.runtime.translate_exit(status, isolation=self.isolation, attempt_id=attempt_id)
+
+    def usage(self) -> dict[str, int]:
+        cgroup = self.isolation.cgroup if self.isolation else None
+        return cgroup.usage() if cgroup is not None else {}
+
+    def freeze(self, frozen: bool) -> None:
+        """The pause hook's freeze: with a freezer cgroup no process escapes by forking or by
+        living in another process group (a PTY shell's background jobs)."""
+        cgroup = self.isolation.cgroup if self.isolation else None
+        if cgroup is not None:
+            cgroup.freeze(frozen)
+
+    def release(self) -> None:
+        """The runtime is gone: kill anything left in its cgroups and remove them."""
+        hard = self.runtime.hardening
+        if hard is not None and self.isolation is not None:
+            hard.forget_all_env(self.isolation.sandbox_id)
+        cgroup = self.isolation.cgroup if self.isolation else None
+        if cgroup is None:
+            return
+        for _ in range(50):
+            cgroup.kill_all()
+            if cgroup.remove():
+                return
+            time.sleep(0.02)  # killed tasks leave their cgroup a moment after the signal
+        log.warning("sandbox %s: cgroups still busy after the release", self.isolation.sandbox_id)
+def tmp_binds(workspace_dir: str) -> list[str]:
+    tmp = sandbox_tmp_dir(workspace_dir)
+    return ["--bind", tmp, "/tmp"] if tmp else ["--tmpfs", "/tmp"]
 
 
 def _system_binds() -> list[str]:
@@ -171,12 +300,21 @@ def _system_binds() -> list[str]:
     return args
 
 
-def detect_runtime(name: str) -> HostRuntime | BwrapRuntime:
-    """Build the runtime called ``name`` ("host" or "bwrap"), checking it works here."""
+
+def detect_runtime(name: str, work_dir: str | None = None,
+                   pids_max: int = DEFAULT_PIDS_MAX) -> HostRuntime | BwrapRuntime:
+    """Build the runtime called ``name`` ("host" or "bwrap"), checking it works here.
+
+    "bwrap" is the hardened runtime: ``infra.isolation_check`` says precisely what the host
+    lacks, and starts one trial sandbox, before the server accepts any work. ``work_dir``
+    holds the compiled seccomp program (a private temporary directory when not given).
+    """
     if name == "host":
         return HostRuntime()
     if name != "bwrap":
         raise ValueError(f"unknown sandbox runtime {name!r} (expected 'host' or 'bwrap')")
+    from . import isolation_check  # it builds on this module
+
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise RuntimeUnavailableError("sandbox runtime 'bwrap' requested but bwrap is not on PATH")
@@ -185,20 +323,13 @@ def detect_runtime(name: str) -> HostRuntime | BwrapRuntime:
         raise RuntimeUnavailableError(
             "sandbox runtime 'bwrap' needs GNU env with --ignore-signal (coreutils >= 8.31)"
         )
-    try:
-        trial = subprocess.run(
-            [bwrap, "--ro-bind", "/", "/", "true"],
-            capture_output=True, timeout=10, check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise RuntimeUnavailableError(f"bwrap trial run failed: {exc}") from exc
-    if trial.returncode != 0:
-        detail = trial.stderr.decode(errors="replace").strip()
-        raise RuntimeUnavailableError(
-            f"bwrap cannot create a sandbox here (exit {trial.returncode}): {detail}"
-            " (user namespaces disabled, or bwrap not setuid?)"
-        )
-    return BwrapRuntime(os.path.abspath(bwrap), os.path.abspath(env))
+    if work_dir is None:
+        work_dir = tempfile.mkdtemp(prefix="sessiond-runtime-")
+    hardening = isolation_check.prepare_hardening(work_dir)
+    hardening.pids_max = pids_max
+    runtime = BwrapRuntime(os.path.abspath(bwrap), os.path.abspath(env), hardening=hardening)
+    isolation_check.check_sandbox(runtime, work_dir)
+    return runtime
 
 
 def _env_has_signal_options(env: str) -> bool:

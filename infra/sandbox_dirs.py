@@ -1,11 +1,12 @@
-"""Sandbox directories on disk: ``<data>/sandboxes/<id>/{workspace,state}``.
+"""Sandbox directories on disk: ``<data>/sandboxes/<id>/{workspace,tmp,state}``.
 
 The sandbox directory is its "rootfs": ``workspace/`` is what its processes see at
-/workspace, ``state/`` holds its store and checkpoint manifest and is never visible
-to them.
+/workspace, ``tmp/`` their /tmp under bwrap, ``state/`` holds its store and checkpoint
+manifest and is never visible to them.
 """
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -30,6 +31,8 @@ class SandboxDirectories:
 
     def create(self, sandbox_id: str) -> None:
         (self.path(sandbox_id) / "workspace").mkdir(parents=True)
+        (self.path(sandbox_id) / "tmp").mkdir(mode=0o1777)  # the sandbox's /tmp under bwrap
+        (self.path(sandbox_id) / "tmp").chmod(0o1777)  # mkdir's mode is cut by the umask
         self.state_dir(sandbox_id).mkdir(mode=0o700)
 
     def list_ids(self) -> list[str]:
@@ -37,6 +40,17 @@ class SandboxDirectories:
 
     def open_store(self, sandbox_id: str) -> SessionSupervisor:
         return SessionSupervisor(env=store_env(self.state_dir(sandbox_id)))
+
+    def usage(self, sandbox_id: str) -> dict[str, int]:
+        """Disk the workspace takes (allocated blocks, links not followed): no quota, a report."""
+        total = 0
+        for dirpath, dirnames, filenames in os.walk(self.workspace(sandbox_id)):
+            for name in dirnames + filenames:
+                try:
+                    total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+                except OSError:
+                    pass  # removed while we walked
+        return {"workspace_bytes": total}
 
     def remove(self, sandbox_id: str) -> None:
         shutil.rmtree(self.path(sandbox_id), ignore_errors=True)

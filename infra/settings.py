@@ -1,15 +1,8 @@
-"""Server settings: command-line flags first, then SESSIOND_* environment variables."""
+"""Server settings, decided by ``sessiond serve`` (api/__main__.py) from flags and SESSIOND_*."""
 from __future__ import annotations
 
-import ipaddress
-import os
 from dataclasses import dataclass
 from pathlib import Path
-
-
-def default_data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "sessiond"
 
 
 @dataclass(frozen=True)
@@ -17,20 +10,8 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8780
     data_dir: Path = Path(".")
-    token: str = ""
+    token: str = ""  # "": --no-auth (loopback only, foreign Host/Origin refused: api/auth.py)
     runtime: str = "bwrap"
-
-    @property
-    def is_loopback(self) -> bool:
-        if self.host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            return False
-
-    def check(self) -> None:
-        if not self.token and not self.is_loopback:
-            raise SystemExit(
-                f"refusing to listen on {self.host} without a token: pass --token or set SESSIOND_TOKEN "
-                "(without a token the server only binds a loopback address)")
+    network: str = "auto"  # netns | host | auto (netns when root with bwrap; see infra/netns.py)
+    token_file: Path | None = None  # where the token came from, when it is the generated one
+    sandbox_pids_max: int = 1024  # processes per sandbox under the hardened runtime (pids.max)

@@ -34,9 +34,14 @@ class ServerError(RuntimeError):
 
 class ServerProcess:
     def __init__(self, data_dir, token=None, runtime="host", port=None, extra_env=None,
-                 start_timeout=START_TIMEOUT):
+                 start_timeout=START_TIMEOUT, no_auth=False, extra_args=()):
+        """``token=None`` starts it as an operator would: the server generates ``<data>/token``
+        (read into ``self.token`` once it is up) unless ``no_auth`` passes ``--no-auth``."""
         self.data_dir = Path(data_dir)
         self.token = token
+        self.explicit_token = token  # passed as --token; None: the server's generated one
+        self.no_auth = no_auth
+        self.extra_args = list(extra_args)
         self.runtime = runtime
         self.port = port
         self.extra_env = dict(extra_env or {})
@@ -59,9 +64,16 @@ class ServerProcess:
         argv = [sys.executable, "-m", "api", "serve",
                 "--host", "127.0.0.1", "--port", str(self.port),
                 "--data-dir", str(self.data_dir), "--runtime", self.runtime]
-        if self.token:
-            argv += ["--token", self.token]
-        return argv
+        if self.explicit_token:
+            argv += ["--token", self.explicit_token]
+        if self.no_auth:
+            argv.append("--no-auth")
+        return argv + self.extra_args
+
+    @property
+    def token_file(self) -> Path:
+        return self.data_dir / "token"
+
 
     # -- lifecycle -----------------------------------------------------------
     def start(self) -> "ServerProcess":
@@ -86,6 +98,8 @@ class ServerProcess:
         except BaseException:
             self.kill()
             raise
+        if self.token is None and not self.no_auth:
+            self.token = self.token_file.read_text().strip()
         return self
 
     def _wait_healthy(self) -> None:

@@ -14,21 +14,33 @@ AeroLVM ``/v1`` facade. Results are plain dataclasses from ``api.client.models``
 """
 from __future__ import annotations
 
-from .aio import AsyncClient, AsyncEventStream
-from .errors import (APIError, ClientError, Conflict, CursorExpired, InvalidRequest, NotFound,
-                     RateLimited, ReconnectTimeout, ServerError, TransportError, Unauthorized,
-                     Unavailable)
-from .inputs import new_input_id
-from .models import (AeroSandbox, AeroSession, Attempt, Claim, Cursor, Event, EventPage, InputResult,
-                     Listing, Message, PauseResult, RefreshResult, ResumeResult, Sandbox,
-                     SandboxStatus, Session)
-from .sync import Client, EventStream
+import importlib
 
-__all__ = [
-    "AsyncClient", "AsyncEventStream", "Client", "EventStream", "new_input_id",
-    "APIError", "ClientError", "Conflict", "CursorExpired", "InvalidRequest", "NotFound",
-    "RateLimited", "ReconnectTimeout", "ServerError", "TransportError", "Unauthorized", "Unavailable",
-    "AeroSandbox", "AeroSession", "Attempt", "Claim", "Cursor", "Event", "EventPage", "InputResult",
-    "Listing", "Message", "PauseResult", "RefreshResult", "ResumeResult", "Sandbox", "SandboxStatus",
-    "Session",
-]
+# Loaded on first use (PEP 562): ``sessionctl`` imports only what its verb needs, which keeps
+# a simple call well under 150 ms (tests/bench/bench_cli.py); the asyncio client alone costs more.
+_HOME = {
+    "aio": ("AsyncClient", "AsyncEventStream"),
+    "errors": ("APIError", "ClientError", "Conflict", "CursorExpired", "InvalidRequest", "NotFound",
+               "RateLimited", "ReconnectTimeout", "ServerError", "TransportError", "Unauthorized",
+               "Unavailable"),
+    "inputs": ("new_input_id",),
+    "models": ("AeroSandbox", "AeroSession", "Attempt", "Claim", "Cursor", "Event", "EventPage",
+               "InputResult", "Listing", "Message", "PauseResult", "RefreshResult", "ResumeResult",
+               "Sandbox", "SandboxStatus", "Session"),
+    "sync": ("Client", "EventStream"),
+}
+_MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

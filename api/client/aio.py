@@ -18,19 +18,20 @@ from .events import (DEFAULT_RECONNECT_TIMEOUT_S, SSE_READ_TIMEOUT_S, STREAM_HEA
                      Resume, SSEParser, stream_params)
 from .models import Event, InputResult
 from .operations import Call, SandboxOps, SessionOps, finish, session_path
-from .sync import auth_headers, base_url, wrap_transport
+from .sync import auth_headers, base_url, tls_verify, wrap_transport
+from .workspace import WorkspaceOps
 from .ws import CONNECT_FAILURES, AsyncAeroAttach, AsyncSessionSocket, refused, ws_url
 
 
-class AsyncClient(SandboxOps, SessionOps):
+class AsyncClient(SandboxOps, SessionOps, WorkspaceOps):
     """``await client.get_session(sb, sid)``; ``async for event in client.iter_events(...)``."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None, data_dir=None) -> None:
         self.url = base_url(url)
-        self.headers = auth_headers(token)
+        self.headers = auth_headers(token, self.url, data_dir)
         self._http = httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=timeout,
-                                       transport=transport)
+                                       transport=transport, verify=tls_verify(self.url))
         self.aero = AsyncAeroClient(self)
 
     async def _run(self, call: Call):
@@ -104,7 +105,7 @@ class AsyncClient(SandboxOps, SessionOps):
         except InvalidStatus as exc:
             raise refused(exc, "sandbox0") from None
         except CONNECT_FAILURES as exc:
-            raise TransportError(f"websocket connect failed: {exc}", ambiguous=False) from exc
+            raise TransportError(f"websocket connect to {url} failed: {exc}", ambiguous=False) from exc
         return AsyncSessionSocket(connection)
 
 
@@ -123,7 +124,7 @@ class AsyncAeroClient(AeroOps):
         except InvalidStatus as exc:
             raise refused(exc, "aero") from None
         except CONNECT_FAILURES as exc:
-            raise TransportError(f"websocket connect failed: {exc}", ambiguous=False) from exc
+            raise TransportError(f"websocket connect to {url} failed: {exc}", ambiguous=False) from exc
         return AsyncAeroAttach(connection)
 
 

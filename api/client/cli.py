@@ -1,9 +1,11 @@
 """``sessionctl``: the command line over ``api.client`` (run ``sessionctl --help``).
 
-Exit codes (stable, for scripts): 0 ok, 1 other error, 2 usage, 3 not found,
-4 conflict, 5 invalid request, 6 unauthorized/forbidden, 7 cursor expired,
+Exit codes (stable, for scripts; the table is in ``--help``): 0 ok, 1 other error, 2 usage,
+3 not found, 4 conflict, 5 invalid request, 6 unauthorized/forbidden, 7 cursor expired,
 8 unavailable or unreachable, 9 rate limited, 10 server error, 130 interrupted.
 Errors go to stderr on one line: ``sessionctl: <code> (<status>): <message>``.
+
+Start-up time matters (a script calls it in loops): only what a verb needs is imported.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from . import errors as e
 from .cli_output import event_line, print_json, render
 from .cli_parser import build_parser
 from .cli_spec import SpecError, build_spec, load_spec_file
-from .sync import DEFAULT_URL, Client
+from .oneshot import OneShotClient
+
 
 EXIT = {"ok": 0, "error": 1, "usage": 2, "not_found": 3, "conflict": 4, "invalid": 5, "auth": 6,
         "expired": 7, "unavailable": 8, "rate_limited": 9, "server": 10, "interrupted": 130}
@@ -58,7 +61,7 @@ def emit_list(args, result, ids: list[str]) -> int:
 
 
 # ---- sandbox verbs ------------------------------------------------------------------------------------
-def sandbox_claim(c: Client, args) -> int:
+def sandbox_claim(c, args) -> int:
     config = {k: v for k, v in (("ttl", args.ttl), ("hard_ttl", args.hard_ttl)) if v is not None}
     if args.no_auto_resume:
         config["auto_resume"] = False
@@ -66,7 +69,7 @@ def sandbox_claim(c: Client, args) -> int:
     return emit(args, claim, claim.sandbox_id)
 
 
-def sandbox_list(c: Client, args) -> int:
+def sandbox_list(c, args) -> int:
     result = c.list_sandboxes(limit=200)
     return emit_list(args, result, [b.id for b in result])
 
@@ -75,12 +78,12 @@ SANDBOX_SIMPLE = {"get": "get_sandbox", "status": "sandbox_status", "pause": "pa
                   "resume": "resume_sandbox", "refresh": "refresh_sandbox", "delete": "delete_sandbox"}
 
 
-def sandbox_simple(c: Client, args) -> int:
+def sandbox_simple(c, args) -> int:
     return emit(args, getattr(c, SANDBOX_SIMPLE[args.verb])(args.sandbox))
 
 
 # ---- session verbs --------------------------------------------------------------------------------------
-def session_list(c: Client, args) -> int:
+def session_list(c, args) -> int:
     result = c.list_sessions(args.sandbox)
     return emit_list(args, result, [s.id for s in result])
 
@@ -89,24 +92,24 @@ SESSION_SIMPLE = {"get": "get_session", "delete": "delete_session", "start": "st
                   "stop": "stop_session"}
 
 
-def session_simple(c: Client, args) -> int:
+def session_simple(c, args) -> int:
     return emit(args, getattr(c, SESSION_SIMPLE[args.verb])(args.sandbox, args.session))
 
 
-def session_create(c: Client, args) -> int:
+def session_create(c, args) -> int:
     session = c.create_session(args.sandbox, build_spec(args), idempotency_key=args.idempotency_key)
     return emit(args, session, session.id)
 
 
-def session_update(c: Client, args) -> int:
+def session_update(c, args) -> int:
     return emit(args, c.update_session(args.sandbox, args.session, load_spec_file(args.spec_file)))
 
 
-def session_attempt(c: Client, args) -> int:
+def session_attempt(c, args) -> int:
     return emit(args, c.create_attempt(args.sandbox, args.session, replace_current=args.replace))
 
 
-def session_input(c: Client, args) -> int:
+def session_input(c, args) -> int:
     if args.data is not None and args.file is not None:
         raise UsageError("--data and --file are mutually exclusive")
     data = args.data.encode() if args.data is not None else b""
@@ -122,16 +125,16 @@ def session_input(c: Client, args) -> int:
     return emit(args, result)
 
 
-def session_signal(c: Client, args) -> int:
+def session_signal(c, args) -> int:
     return emit(args, c.send_signal(args.sandbox, args.session, args.name, expected_attempt_id=args.attempt_id))
 
 
-def session_resize(c: Client, args) -> int:
+def session_resize(c, args) -> int:
     return emit(args, c.resize_terminal(args.sandbox, args.session, args.rows, args.cols,
                                         expected_attempt_id=args.attempt_id))
 
 
-def session_log(c: Client, args) -> int:
+def session_log(c, args) -> int:
     session = c.get_session(args.sandbox, args.session)
     after = max(0, session.cursor.earliest - 1)  # the retained window: older output is gone
     out = sys.stdout.buffer
@@ -142,7 +145,7 @@ def session_log(c: Client, args) -> int:
     return EXIT["ok"]
 
 
-def session_events(c: Client, args) -> int:
+def session_events(c, args) -> int:
     stream = c.iter_events(args.sandbox, args.session, after=args.after, follow=args.follow,
                            skip_gap=args.skip_gap, reconnect_timeout=args.reconnect_timeout)
     try:
@@ -163,9 +166,12 @@ def session_events(c: Client, args) -> int:
     return EXIT["ok"]
 
 
-def session_attach(c: Client, args) -> int:
+def session_attach(c, args) -> int:
     from .cli_attach import attach
-    return attach(c, args.sandbox, args.session)
+    if args.tail is not None and args.tail < 0:
+        raise UsageError("--tail needs a number of bytes >= 0")
+    return attach(c, args.sandbox, args.session, replay="none" if args.no_replay else "all",
+                  tail_bytes=args.tail)
 
 
 def parse(parser, argv: list[str]):
@@ -179,15 +185,40 @@ def parse(parser, argv: list[str]):
     return parser.parse_args(argv)
 
 
+STREAMING = {("session", "input"), ("session", "log"), ("session", "events"), ("session", "attach"),
+             ("sandbox", "run"), ("sandbox", "cp")}  # SSE, WebSocket, streamed bodies, retried inputs: httpx
+
+
+def full_client(url, token, data_dir):
+    # httpx imports its own command line (click, rich, pygments: about 60 ms) whenever those
+    # happen to be installed; we never use it, and httpx falls back to a stub without it.
+    sys.modules.setdefault("httpx._main", None)
+    from .sync import Client as StreamingClient
+    return StreamingClient(url, token, data_dir=data_dir)
+
+
+def version() -> str:
+    from importlib import metadata
+    try:
+        return metadata.version("session-supervisor")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser(sys.modules[__name__])
     args = parse(parser, sys.argv[1:] if argv is None else list(argv))
-    args.url = getattr(args, "url", None) or os.environ.get("SESSIOND_URL") or DEFAULT_URL
-    token = getattr(args, "token", None)
-    args.token = token if token is not None else os.environ.get("SESSIOND_TOKEN", "")
+    if args.version:
+        sys.stdout.write(f"sessionctl {version()}\n")
+        return EXIT["ok"]
+    if args.noun is None:
+        parser.error("choose sandbox or session (see sessionctl --help)")
     args.output = getattr(args, "output", None) or "table"
     try:
-        with Client(args.url, args.token) as client:
+        # url None: SESSIOND_URL or the default; token None: SESSIOND_TOKEN or a local token file.
+        connect = full_client if (args.noun, args.verb) in STREAMING else OneShotClient
+        with connect(getattr(args, "url", None), getattr(args, "token", None),
+                     data_dir=getattr(args, "data_dir", None)) as client:
             return args.handler(client, args)
     except (UsageError, SpecError) as error:
         parser.error(str(error))

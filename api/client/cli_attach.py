@@ -6,6 +6,9 @@ Ctrl-] detaches. Detaching only closes the WebSocket: it never sends EOF and
 never stops the session. The terminal is restored on every way out (detach,
 the session deleted, an error, SIGTERM/SIGHUP). A dropped connection (server
 restart, slow-subscriber detach) is re-opened from the last seq shown.
+
+``--no-replay`` starts at the journal's latest seq; ``--tail N`` prints only the last N
+bytes of the retained output, then follows from the seq it read up to.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from .events import Backoff
 
 DETACH_KEY = b"\x1d"  # Ctrl-]
 RECONNECT_BUDGET_S = 30.0
+READER_JOIN_S = 2.0
 DELETED = 1000
 
 
@@ -51,7 +55,10 @@ def raw_terminal(fd: int):
 
 def note(text: str) -> None:
     """A status line that reads well in raw mode (CR LF) and never mixes into stdout's bytes."""
-    os.write(sys.stderr.fileno(), f"\r\n[sessionctl: {text}]\r\n".encode())
+    try:
+        os.write(sys.stderr.fileno(), f"\r\n[sessionctl: {text}]\r\n".encode())
+    except OSError:
+        pass  # the terminal is gone: nobody to tell
 
 
 class Attachment:
@@ -61,21 +68,37 @@ class Attachment:
         self.session_id = session_id
         self.last_seq = after
         self.socket = None
-        self.detached = False
+        self.readers: list[threading.Thread] = []
         self.wake_r, self.wake_w = os.pipe()
+        # Set before the main loop closes the socket and the wake pipe: a reader thread that
+        # is still running then ends quietly instead of writing to a closed (or reused) fd.
+        self.leaving = threading.Event()
+        self.wake_lock = threading.Lock()
 
     # ---- the reader thread: events out to the terminal ---------------------------------------
     def _read(self, socket) -> None:
         out = sys.stdout.fileno()
-        for message in socket:
-            kind = message.get("type")
-            event = message.get("event") if isinstance(message.get("event"), dict) else {}
-            if kind == "event" and event.get("seq", 0) > self.last_seq:
-                self.last_seq = event["seq"]
-                self._show(out, event)
-            elif kind == "error":
-                note(f"error: {message.get('error')}")
-        os.write(self.wake_w, b"c")  # the connection ended: tell the main loop
+        try:
+            for message in socket:
+                if self.leaving.is_set():
+                    return
+                kind = message.get("type")
+                event = message.get("event") if isinstance(message.get("event"), dict) else {}
+                if kind == "event" and event.get("seq", 0) > self.last_seq:
+                    self.last_seq = event["seq"]
+                    self._show(out, event)
+                elif kind == "error":
+                    note(f"error: {message.get('error')}")
+        except Exception as error:  # a connection torn down under us
+            if self.leaving.is_set():
+                return
+            note(f"connection error: {error}")
+        self._wake()  # the connection ended: tell the main loop
+
+    def _wake(self) -> None:
+        with self.wake_lock:
+            if not self.leaving.is_set():
+                os.write(self.wake_w, b"c")
 
     @staticmethod
     def _show(out: int, event: dict) -> None:
@@ -88,7 +111,9 @@ class Attachment:
 
     def _connect(self) -> None:
         self.socket = self.client.connect(self.sandbox_id, self.session_id, after=self.last_seq)
-        threading.Thread(target=self._read, args=(self.socket,), daemon=True).start()
+        reader = threading.Thread(target=self._read, args=(self.socket,), daemon=True)
+        self.readers.append(reader)
+        reader.start()
         self._resize()
 
     def _resize(self) -> None:
@@ -107,8 +132,12 @@ class Attachment:
             return self._loop(sys.stdin.fileno(), winch_r)
         finally:
             signal.signal(signal.SIGWINCH, previous)
+            with self.wake_lock:
+                self.leaving.set()
             if self.socket is not None:
                 self.socket.close()
+            for reader in self.readers:
+                reader.join(READER_JOIN_S)  # bounded: the fds below are closed only after this
             for fd in (winch_r, winch_w, self.wake_r, self.wake_w):
                 os.close(fd)
 
@@ -153,12 +182,31 @@ class Attachment:
                 time.sleep(backoff.next_delay(str(error)))
 
 
-def attach(client, sandbox_id: str, session_id: str) -> int:
+def retained_tail(client, sandbox_id: str, session_id: str, after: int, size: int) -> tuple[bytes, int]:
+    """The last ``size`` bytes of the retained output, and the seq they were read up to."""
+    tail, last_seq = b"", after
+    for event in client.iter_events(sandbox_id, session_id, after=after, follow=False, skip_gap=True):
+        last_seq = event.seq
+        if event.type == "output" and size:
+            tail = (tail + event.data)[-size:]
+    return tail, last_seq
+
+
+def attach(client, sandbox_id: str, session_id: str, *, replay: str = "all",
+           tail_bytes: int | None = None) -> int:
+    """``replay``: "all" the retained output, or "none"; ``tail_bytes`` keeps only its last N bytes."""
     if not os.isatty(sys.stdin.fileno()):
         raise ClientError("attach needs a terminal on stdin")
     session = client.get_session(sandbox_id, session_id)
     if session.spec.get("io", {}).get("mode") != "pty":
         sys.stderr.write("sessionctl: note: a pipes session has no terminal; keys go to its stdin\n")
     after = max(0, session.cursor.earliest - 1)  # replay everything still retained
+    shown = b""
+    if replay == "none":
+        after = session.cursor.latest
+    elif tail_bytes is not None:
+        shown, after = retained_tail(client, sandbox_id, session_id, after, tail_bytes)
     with raw_terminal(sys.stdin.fileno()):
+        if shown:
+            os.write(sys.stdout.fileno(), shown)
         return Attachment(client, sandbox_id, session_id, after).run()

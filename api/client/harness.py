@@ -69,18 +69,27 @@ class HarnessDriver:
         self._thread: threading.Thread | None = None
         self._failure: Exception | None = None
         self._saved_at = 0.0
+        self._closed = False
         self.recoveries = 0
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def start(self) -> "HarnessDriver":
-        if self._thread is None:
-            self._stream = self.client.iter_events(self.sandbox_id, self.session_id, after=self.state.last_seq,
-                                                   follow=True, skip_gap=True, reconnect_timeout=None)
-            self._thread = threading.Thread(target=self._pump, name="harness-events", daemon=True)
-            self._thread.start()
+        """Start following the session's events. Every call does this by itself on first use;
+        ``with HarnessDriver(...)`` also closes the stream at the end."""
+        with self._lock:
+            if self._closed:
+                raise HarnessError("the driver was closed; create a new HarnessDriver")
+            if self._thread is None:
+                self._stream = self.client.iter_events(self.sandbox_id, self.session_id,
+                                                       after=self.state.last_seq, follow=True, skip_gap=True,
+                                                       reconnect_timeout=None)
+                self._thread = threading.Thread(target=self._pump, name="harness-events", daemon=True)
+                self._thread.start()
         return self
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
         if self._stream is not None:
             self._stream.close()
         if self._thread is not None:
@@ -133,6 +142,7 @@ class HarnessDriver:
             yield record
 
     def next_notification(self, timeout: float | None = None) -> dict | None:
+        self.start()
         try:
             return self._notes.get(timeout=timeout)
         except queue.Empty:
@@ -159,6 +169,7 @@ class HarnessDriver:
     def ensure_ready(self, deadline: float | None = None) -> None:
         """Handshake (and resume) unless already done on the newest attempt."""
         deadline = deadline or _deadline(None)
+        self.start()
         with self._lock:
             if self._failure is not None:
                 raise HarnessError(f"event stream ended: {self._failure}") from self._failure

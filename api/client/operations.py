@@ -34,10 +34,14 @@ class Call:
     body: Any = NO_BODY
     headers: dict | None = None
     envelope: str = "sandbox0"  # "sandbox0": {"success","data"}; "aero": bare JSON; "raw": bytes
+    content: bytes | None = None  # a raw request body (files); "bytes" envelope: raw reply, sandbox0 errors
 
     def request_kwargs(self) -> dict:
         kwargs: dict = {"params": self.params, "headers": self.headers}
-        if self.body is not NO_BODY:
+        if self.content is not None:
+            kwargs["content"] = self.content
+            kwargs["headers"] = {"Content-Type": "application/octet-stream", **(self.headers or {})}
+        elif self.body is not NO_BODY:
             kwargs["content"] = orjson.dumps(self.body)
             kwargs["headers"] = {"Content-Type": "application/json", **(self.headers or {})}
         return kwargs
@@ -45,7 +49,9 @@ class Call:
 
 def finish(call: Call, status: int, content: bytes) -> Any:
     """Turn a response into the call's result, or raise the matching ``APIError``."""
-    if call.envelope == "sandbox0":
+    if call.envelope == "bytes" and status in call.expect:
+        return content
+    if call.envelope in ("sandbox0", "bytes"):
         return _finish_sandbox0(call, status, content)
     if not 200 <= status < 300:
         body = _json_or_none(content)

@@ -1,13 +1,12 @@
 """``Client``: the synchronous client over httpx, and its reconnecting event iterator."""
 from __future__ import annotations
 
-import os
 import socket
+import ssl
 import time
+from typing import TYPE_CHECKING
 
 import httpx
-from websockets.exceptions import InvalidStatus
-from websockets.sync.client import connect as ws_connect
 
 from . import inputs
 from .aerolvm import AeroOps, aero_session_path
@@ -15,36 +14,47 @@ from .errors import CursorExpired, ServerError, TransportError, Unavailable
 from .events import (DEFAULT_RECONNECT_TIMEOUT_S, SSE_READ_TIMEOUT_S, STREAM_HEADERS, Backoff,
                      Resume, SSEParser, stream_params)
 from .models import Event, InputResult
+from .local_server import DEFAULT_URL, base_url, resolve_token
 from .operations import Call, SandboxOps, SessionOps, finish, session_path
-from .ws import CONNECT_FAILURES, AeroAttach, SessionSocket, opened, refused, ws_url
+from .workspace import WorkspaceOps
 
-DEFAULT_URL = "http://127.0.0.1:8780"
+if TYPE_CHECKING:  # imported on first use: see open_websocket
+    from .ws import AeroAttach, SessionSocket
 
-
-def base_url(url: str | None) -> str:
-    return (url or os.environ.get("SESSIOND_URL") or DEFAULT_URL).rstrip("/")
-
-
-def auth_headers(token: str | None) -> dict:
-    token = token if token is not None else os.environ.get("SESSIOND_TOKEN", "")
+def auth_headers(token: str | None, url: str = DEFAULT_URL, data_dir=None) -> dict:
+    """``token=None``: SESSIOND_TOKEN, else (local URL) the token file in the server's data dir."""
+    token = resolve_token(token, url, data_dir)
     return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def tls_verify(url: str):
+    """What httpx should verify TLS with. httpx loads the CA bundle for every client, about
+    100 ms, even for a plain-http URL that never uses it; there a context that verifies but
+    trusts nothing is enough (it would fail closed, never open, if TLS were ever attempted)."""
+    if url.startswith("https://"):
+        return True
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED and check_hostname by default
 
 
 def wrap_transport(exc: httpx.TransportError) -> TransportError:
     # A connect failure never reached the server; anything later might have.
     ambiguous = not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout))
-    return TransportError(f"{type(exc).__name__}: {exc}", ambiguous=ambiguous)
+    try:
+        where = f"{exc.request.method} {exc.request.url}"
+    except RuntimeError:  # raised before a request existed
+        where = "request"
+    return TransportError(f"{where}: {type(exc).__name__}: {exc}", ambiguous=ambiguous)
 
 
-class Client(SandboxOps, SessionOps):
+class Client(SandboxOps, SessionOps, WorkspaceOps):
     """Every route of the Sandbox0 API (and ``.aero`` for the ``/v1`` facade); results are typed."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None, data_dir=None) -> None:
         self.url = base_url(url)
-        self.headers = auth_headers(token)
+        self.headers = auth_headers(token, self.url, data_dir)
         self._http = httpx.Client(base_url=self.url, headers=self.headers, timeout=timeout,
-                                  transport=transport)
+                                  transport=transport, verify=tls_verify(self.url))
         self.aero = AeroClient(self)
 
     def _run(self, call: Call):
@@ -110,18 +120,31 @@ class Client(SandboxOps, SessionOps):
                            reconnect_timeout=reconnect_timeout, read_timeout=read_timeout)
 
     def connect(self, sandbox_id: str, session_id: str, *, after: int | None = None,
-                open_timeout: float = 10.0) -> SessionSocket:
+                open_timeout: float = 10.0) -> "SessionSocket":
         """The ``…/ws`` duplex: replay after ``after``, live events, and acked requests."""
         params = {"after": after} if after is not None else None
-        url = ws_url(self.url, session_path(sandbox_id, session_id, "/ws"), params)
-        try:
-            return SessionSocket(opened(ws_connect(url, additional_headers=self.headers,
-                                                   open_timeout=open_timeout, max_size=None, proxy=None)))
-        except InvalidStatus as exc:
-            raise refused(exc, "sandbox0") from None
-        except CONNECT_FAILURES as exc:
-            raise TransportError(f"websocket connect failed: {exc}", ambiguous=False) from exc
+        from .ws import SessionSocket
+        return SessionSocket(open_websocket(self, session_path(sandbox_id, session_id, "/ws"), params,
+                                            open_timeout, "sandbox0"))
 
+
+def open_websocket(client: Client, path: str, params: dict | None, open_timeout: float, envelope: str):
+    """A sync WebSocket to ``path``; a refused upgrade raises the same error an HTTP call would.
+
+    websockets is imported here, on first use: most ``sessionctl`` verbs never open one.
+    """
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect as ws_connect
+
+    from .ws import CONNECT_FAILURES, opened, refused, ws_url
+    url = ws_url(client.url, path, params)
+    try:
+        return opened(ws_connect(url, additional_headers=client.headers, open_timeout=open_timeout,
+                                 max_size=None, proxy=None))
+    except InvalidStatus as exc:
+        raise refused(exc, envelope) from None
+    except CONNECT_FAILURES as exc:
+        raise TransportError(f"websocket connect to {url} failed: {exc}", ambiguous=False) from exc
 
 
 class AeroClient(AeroOps):
@@ -131,15 +154,10 @@ class AeroClient(AeroOps):
         super().__init__(client._run)
         self._client = client
 
-    def attach(self, sandbox_id: str, session_id: str, *, open_timeout: float = 10.0) -> AeroAttach:
-        url = ws_url(self._client.url, aero_session_path(sandbox_id, session_id, "/attach"))
-        try:
-            return AeroAttach(opened(ws_connect(url, additional_headers=self._client.headers,
-                                                open_timeout=open_timeout, max_size=None, proxy=None)))
-        except InvalidStatus as exc:
-            raise refused(exc, "aero") from None
-        except CONNECT_FAILURES as exc:
-            raise TransportError(f"websocket connect failed: {exc}", ambiguous=False) from exc
+    def attach(self, sandbox_id: str, session_id: str, *, open_timeout: float = 10.0) -> "AeroAttach":
+        from .ws import AeroAttach
+        return AeroAttach(open_websocket(self._client, aero_session_path(sandbox_id, session_id, "/attach"),
+                                         None, open_timeout, "aero"))
 
 
 class EventStream:

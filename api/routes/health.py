@@ -2,7 +2,10 @@
 reason while a sandbox's store refuses writes (disk full, read-only)."""
 from __future__ import annotations
 
+from importlib import metadata
+
 from sanic import Blueprint, Request
+from sanic.response import json
 
 from ..schemas import ok
 
@@ -18,3 +21,20 @@ async def healthz(request: Request):
     if faults:
         return ok({"status": "store_unwritable", "stores": faults}, 503)
     return ok({"status": "ok"}, 200)
+
+
+@bp.get("/health")
+async def health(request: Request):
+    """The AeroLVM SDK's ``health()`` (``GET /health``, no /v1): the facade's bare JSON, no envelope."""
+    manager = request.app.ctx.container.manager
+    ready = manager is not None
+    body = {"status": "ok" if ready else "starting", "sandboxes": len(manager.list()) if ready else 0,
+            "version": server_version()}
+    return json(body, 200 if ready else 503)
+
+
+def server_version() -> str:
+    try:
+        return metadata.version("session-supervisor")
+    except metadata.PackageNotFoundError:  # run from a checkout without pip install
+        return "unknown"

@@ -9,6 +9,7 @@ import re
 from sanic import Blueprint, Request
 
 from domain.model.errors import InvalidSpecError
+from domain.model.network import NetworkPolicyError, normalize_policy
 from domain.model.spec import MAX_SECONDS, check_env
 
 from ..errors import ApiError
@@ -73,6 +74,8 @@ def parse_config(config) -> dict:
         except InvalidSpecError as exc:
             raise _bad(exc.message) from None
         out["env_vars"] = env
+    if config.get("network") is not None:
+        out["network"] = parse_network(config["network"])
     resources = config.get("resources")
     if resources is not None:
         if not isinstance(resources, dict):
@@ -80,6 +83,13 @@ def parse_config(config) -> dict:
         if resources.get("memory") is not None:
             out["resources"] = {"memory": parse_memory(resources["memory"])}
     return out
+
+
+def parse_network(policy) -> dict:
+    try:
+        return normalize_policy(policy)
+    except NetworkPolicyError as exc:
+        raise _bad(str(exc)) from None
 
 
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|K|M|G|T)?$")
@@ -168,12 +178,13 @@ async def get_sandbox(request: Request, sandbox_id: str):
 
 @bp.get("/<sandbox_id>/status", ctx_action="get_sandbox_status")
 async def sandbox_status(request: Request, sandbox_id: str):
-    """200 SandboxStatus; 404 not_found."""
+    """200 SandboxStatus (+ resource_usage: workspace_bytes, memory, pids); 404 not_found."""
     sandbox = render_sandbox(manager(request).sandbox(sandbox_id))
     status = {"sandbox_id": sandbox["id"], "template_id": sandbox["template_id"], "team_id": "local",
               "runtime_id": sandbox["runtime_id"], "status": sandbox["status"],
               "claimed_at": sandbox["claimed_at"], "created_at": sandbox["created_at"]}
     status.update({k: sandbox[k] for k in ("expires_at", "hard_expires_at") if k in sandbox})
+    status["resource_usage"] = await manager(request).usage(sandbox_id)
     return ok(status)
 
 
@@ -189,6 +200,22 @@ async def update_sandbox(request: Request, sandbox_id: str):
     if merged.get("ttl", 0) > 0 and merged.get("hard_ttl", 0) > 0 and merged["ttl"] > merged["hard_ttl"]:
         raise _bad("ttl must be less than or equal to hard_ttl")
     return ok(render_sandbox(await manager(request).update(sandbox_id, changes)))
+
+
+@bp.get("/<sandbox_id>/network", ctx_action="get_sandbox_network")
+async def get_network(request: Request, sandbox_id: str):
+    """200 SandboxNetworkPolicy; 404 not_found."""
+    return ok(manager(request).network_policy(sandbox_id))
+
+
+@bp.put("/<sandbox_id>/network", ctx_action="update_sandbox_network")
+async def update_network(request: Request, sandbox_id: str):
+    """200 SandboxNetworkPolicy, enforced for new connections before it answers; 400
+    bad_request (malformed, or a rule this server does not enforce); 404; 503 unavailable."""
+    manager(request).sandbox(sandbox_id)
+    policy = parse_network(_object(request))
+    await manager(request).update(sandbox_id, {"network": policy})
+    return ok(manager(request).network_policy(sandbox_id))
 
 
 @bp.post("/<sandbox_id>/pause", ctx_action="pause_sandbox")

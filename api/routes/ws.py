@@ -23,6 +23,7 @@ from websockets.exceptions import ConnectionClosed
 from domain.model.errors import CursorExpiredError, DomainError
 from domain.model.requests import parse_cursor, parse_limit
 
+from ..browser import EchoedConsoleSubprotocol
 from .sessions import service
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ async def release_if_not_upgraded(request: Request, response):
 
 
 # ---- after the upgrade ------------------------------------------------------------------
-@bp.websocket("/ws", ctx_action="attach_session")
+@bp.websocket("/ws", ctx_action="attach_session", subprotocols=EchoedConsoleSubprotocol())
 async def session_ws(request: Request, ws, sandbox_id: str, session_id: str):
     sub: _Subscription = request.ctx.ws_subscription
     sub.owned = True

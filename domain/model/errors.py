@@ -42,8 +42,12 @@ class ConflictError(DomainError):
 
 
 class SessionExistsError(ConflictError):
-    def __init__(self) -> None:
-        super().__init__("session already exists")
+    """An idempotency key reused with another spec. The message keeps the reference's words
+    first (clients match on them) and then names the key, which is what the caller must change."""
+
+    def __init__(self, key: str = "", session_id: str = "", why: str = "with a different spec") -> None:
+        detail = f": idempotency key {key!r} is bound to session {session_id} {why}" if key else ""
+        super().__init__("session already exists" + detail)
 
 
 class AttemptMismatchError(ConflictError):
@@ -124,3 +128,63 @@ class PhaseTransitionError(DomainError):
     def __init__(self, source: str, target: str, event: str) -> None:
         super().__init__(f"phase transition {source} -> {target} ({event}) is not allowed")
         self.source, self.target = source, target
+
+
+# ---- contexts and workspace files (their own codes, as the SDKs' reference names them) ----------
+class ContextNotFoundError(NotFoundError):
+    def __init__(self) -> None:
+        super().__init__("context not found")
+
+
+class ContextFinishedError(DomainError):
+    """The context's process has exited: it takes no more input (410 process_finished)."""
+
+    def __init__(self) -> None:
+        super().__init__("process has finished")
+
+
+class ContextNotRunningError(ConflictError):
+    def __init__(self, message: str = "process is not running") -> None:
+        super().__init__(message)
+
+
+class ContextPtyUnavailableError(ConflictError):
+    def __init__(self) -> None:
+        super().__init__("pty not available: the context runs without a terminal")
+
+
+class ExecTimeoutError(DomainError):
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"execution timed out after {seconds:g} s")
+
+
+class FileError(DomainError):
+    """A workspace file operation refused; ``code`` is the reference's error code."""
+
+    code = "operation_failed"
+
+
+class PathOutsideSandboxError(FileError):
+    """The path (or a symlink on the way) leads outside the sandbox's /workspace or /tmp."""
+
+    code = "permission_denied"
+
+
+class FileNotFoundInSandboxError(FileError, NotFoundError):
+    code = "file_not_found"
+
+
+class PathExistsError(FileError, ConflictError):
+    code = "path_exists"
+
+
+class NotADirectoryInSandboxError(FileError, ConflictError):
+    code = "path_not_directory"
+
+
+class NotAFileInSandboxError(FileError, ConflictError):
+    code = "path_not_file"
+
+
+class FileTooLargeError(FileError):
+    code = "file_too_large"

@@ -249,3 +249,10 @@ def test_server_shutdown_ends_an_attachment_with_an_error_not_a_silent_close(tmp
         own.stop()
         with pytest.raises(MicroVMError, match="server shutting down"):
             handle.wait(WAIT_S)
+
+
+def test_the_sdk_health_call_reads_our_health_route(client, sandbox):
+    health = client.health()  # GET /health, outside /v1
+    assert health["status"] == "ok" and health["sandboxes"] >= 1 and health["version"], health
+    anonymous = httpx.get(f"{client.api_url}/health")
+    assert anonymous.status_code == 200 and anonymous.json()["status"] == "ok"  # liveness needs no token

@@ -101,11 +101,13 @@ class TestListAndCreate:
                     "lifecycle": {"restart": {"max_restarts": 5}, "stop_grace_period_seconds": 0}}
         assert create_session(http, sandbox_id, explicit, key="k-replay", status=200)["id"] == first["id"]
 
-    def test_the_same_key_with_a_different_spec_conflicts(self, http, sandbox_id):
-        create_session(http, sandbox_id, CAT, key="k-conflict")
+    def test_the_same_key_with_a_different_spec_conflicts_and_the_message_names_the_key(self, http, sandbox_id):
+        first = create_session(http, sandbox_id, CAT, key="k-conflict")
         resp = http.post(spath(sandbox_id), json={"command": ["/bin/cat", "-u"]},
                          headers={"Idempotency-Key": "k-conflict"})
-        err(resp, 409, "session_conflict")
+        message = err(resp, 409, "session_conflict")["message"]
+        assert message.startswith("session already exists")  # the reference's words come first
+        assert "'k-conflict'" in message and first["id"] in message
 
     def test_32_concurrent_creates_with_one_key_make_exactly_one_session(self, http, sandbox_id):
         barrier, results = threading.Barrier(32), []

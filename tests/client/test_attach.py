@@ -54,12 +54,18 @@ class Terminal:
         os.close(self.slave)
 
 
-def start_attach(server, terminal: Terminal, sandbox: str, session_id: str) -> subprocess.Popen:
-    def take_terminal():
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # after setsid: this pty becomes our controlling tty
-    return subprocess.Popen([sys.executable, "-m", "api.client.cli", "session", "attach", sandbox, session_id],
-                            stdin=terminal.slave, stdout=terminal.slave, stderr=terminal.slave, cwd=ROOT,
+def take_terminal():
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # after setsid: this pty becomes our controlling tty
+
+
+def on_terminal(terminal: Terminal, argv: list[str], server) -> subprocess.Popen:
+    return subprocess.Popen(argv, stdin=terminal.slave, stdout=terminal.slave, stderr=terminal.slave, cwd=ROOT,
                             env=cli_env(server), start_new_session=True, preexec_fn=take_terminal)
+
+
+def start_attach(server, terminal: Terminal, sandbox: str, session_id: str, *extra) -> subprocess.Popen:
+    return on_terminal(terminal, [sys.executable, "-m", "api.client.cli", "session", "attach", sandbox,
+                                  session_id, *extra], server)
 
 
 @pytest.fixture
@@ -163,3 +169,91 @@ def test_attach_reconnects_by_itself_across_a_server_restart(tmp_path, terminal)
             proc.wait(10)
         client.close()
         server.stop()
+
+
+# ---- the detach race, and what is replayed -------------------------------------------------------
+DETACHES = 200
+DETACHED = b"[sessionctl: detached]"
+# One process attaches DETACHES times through the CLI's own main(): the same code path as
+# `sessionctl session attach`, without paying an interpreter start per round.
+ATTACH_LOOP = """
+import sys
+from api.client.cli import main
+for _ in range(int(sys.argv[3])):
+    code = main(["session", "attach", sys.argv[1], sys.argv[2], "--tail", "32"])
+    if code:
+        sys.exit(code)
+"""
+
+
+def burn_cpu(count: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
+@pytest.mark.timeout(900)
+def test_200_detaches_in_a_loop_under_cpu_load_never_print_a_traceback(server, client, sandbox, terminal):
+    # Output keeps flowing, so the reader thread is busy when each detach closes the socket.
+    session = client.create_session(sandbox, {"command": ["sh", "-c", "while :; do echo tick; sleep 0.01; done"],
+                                              "io": {"mode": "pty"}, "event_retention": {"max_bytes": 64 * 1024}})
+    burners = burn_cpu(os.cpu_count() or 2)
+    proc = on_terminal(terminal, [sys.executable, "-c", ATTACH_LOOP, sandbox, session.id, str(DETACHES)], server)
+    try:
+        for done in range(DETACHES):
+            deadline = time.monotonic() + 60
+            while terminal.seen.count(DETACHED) == done:
+                assert time.monotonic() < deadline, f"attach {done + 1} never detached: {terminal.seen[-400:]!r}"
+                # Output after the last detach means the next attach runs (raw mode); a key typed
+                # before that is flushed by the switch to raw mode, so it is typed again.
+                terminal.expect(b"tick", count=terminal.seen.count(b"tick") + 1, timeout=30)
+                terminal.type(b"\x1d")
+                time.sleep(0.05)
+                terminal.expect(b"", timeout=0.5)  # read whatever arrived
+                drain(terminal, 0.3, stop=lambda: terminal.seen.count(DETACHED) > done)
+        assert proc.wait(30) == 0
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait(10)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    drain(terminal, 0.5)
+    assert b"Traceback" not in terminal.seen and b"Exception in thread" not in terminal.seen, \
+        terminal.seen[-2000:]
+    assert terminal.seen.count(DETACHED) == DETACHES
+    assert client.get_session(sandbox, session.id).phase == "running"
+
+
+def drain(terminal: Terminal, seconds: float, stop=lambda: False) -> None:
+    """Read what the CLI prints for up to ``seconds`` (or until ``stop()``)."""
+    deadline = time.monotonic() + seconds
+    while not stop() and (left := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([terminal.master], [], [], left)
+        if ready:
+            try:
+                terminal.seen += os.read(terminal.master, 65536)
+            except OSError:
+                return  # every slave end is closed
+
+
+def test_attach_tail_replays_only_the_last_bytes_and_no_replay_none(server, client, sandbox, terminal):
+    session = client.create_session(sandbox, {"command": ["sh", "-c", "echo early-line; echo attach-ready; exec cat"],
+                                              "io": {"mode": "pty"}})
+    wait_for(lambda: any(READY in e.data for e in client.iter_events(sandbox, session.id, follow=False)))
+    cooked = termios.tcgetattr(terminal.slave)
+    for extra, shows_ready in ((["--tail", str(len(READY) + 2)], True), (["--no-replay"], False)):
+        terminal.seen = b""
+        proc = start_attach(server, terminal, sandbox, session.id, *extra)
+        try:
+            wait_for(lambda: termios.tcgetattr(terminal.slave) != cooked)  # attached: raw mode
+            terminal.type(b"live-" + extra[0].encode() + b"\r")
+            terminal.expect(b"live-" + extra[0].encode(), count=2)  # the pty echo and cat's copy
+            terminal.type(b"\x1d")
+            assert proc.wait(15) == 0
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        drain(terminal, 0.3)
+        assert b"early-line" not in terminal.seen, (extra, terminal.seen)
+        assert (READY in terminal.seen) is shows_ready, (extra, terminal.seen)

@@ -145,3 +145,28 @@ def test_update_signal_resize_and_sandbox_verbs_through_the_cli(server, client, 
     assert json.loads(paused.stdout)["sandbox_id"] == sandbox
     resumed = sessionctl(server, "sandbox", "resume", sandbox, "-o", "json")
     assert json.loads(resumed.stdout) == {"sandbox_id": sandbox, "resumed": True}
+
+
+def test_help_has_the_exit_codes_and_every_verb_an_example_and_version_prints_it(server):
+    top = sessionctl(server, "--help")
+    assert top.returncode == 0
+    assert "exit codes:" in top.stdout
+    for code, meaning in ((3, "not found"), (6, "unauthorized"), (8, "unavailable"), (130, "interrupted")):
+        assert re.search(rf"\b{code}\s+{meaning}", top.stdout), (code, top.stdout)
+    from api.client.cli import build_parser
+    import api.client.cli as cli_module
+    nouns = build_parser(cli_module)._subparsers._group_actions[0].choices
+    for noun, parser in nouns.items():
+        for verb, verb_parser in parser._subparsers._group_actions[0].choices.items():
+            text = verb_parser.format_help()
+            assert "example:\n  " in text and "sessionctl " in text.split("example:")[1], (noun, verb)
+            for action in verb_parser._actions:
+                assert action.help, (noun, verb, action.dest)  # every option and positional says what it is
+    version = sessionctl(server, "--version")
+    assert version.returncode == 0 and re.fullmatch(r"sessionctl \d+\.\d+\.\d+\n", version.stdout), version.stdout
+
+
+def test_an_unreachable_server_is_one_line_that_names_the_url(server):
+    gone = sessionctl(server, "--url", "http://127.0.0.1:9", "session", "get", "sb-x", "ses-x")
+    assert gone.returncode == EXIT["unavailable"] and gone.stderr.count("\n") == 1
+    assert "http://127.0.0.1:9/" in gone.stderr, gone.stderr

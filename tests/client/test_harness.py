@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.client.harness import HarnessDriver, HarnessTimeout, harness_spec
+from api.client.harness import HarnessDriver, HarnessError, HarnessTimeout, harness_spec
 from api.client.harness_state import LineBuffer
 from tests.client.conftest import standin
 
@@ -161,3 +161,21 @@ def test_a_new_runtime_generation_after_pause_and_resume_is_recovered_the_same_w
         assert driver.call("thread/read", {"threadId": thread}, timeout=30)["thread"]["id"] == thread
         assert driver.state.runtime_generation == 2
         assert driver.state.attempt_id == client.get_session(sandbox, session.id).attempt_id
+
+
+def test_a_driver_used_without_with_or_start_starts_its_event_stream_by_itself(client, sandbox, tmp_path):
+    session = harness_session(client, sandbox, "pi", tmp_path / "home")
+    driver = HarnessDriver(client, sandbox, session.id, "pi")  # neither `with` nor start()
+    try:
+        state = driver.call("get_state", {}, timeout=20)
+        assert state["sessionId"]
+    finally:
+        driver.close()
+
+
+def test_a_closed_driver_refuses_at_once_instead_of_waiting_for_its_deadline(client, sandbox, tmp_path):
+    session = harness_session(client, sandbox, "pi", tmp_path / "home")
+    driver = HarnessDriver(client, sandbox, session.id, "pi")
+    driver.close()
+    with pytest.raises(HarnessError, match="closed"):
+        driver.call("get_state", {}, timeout=60)

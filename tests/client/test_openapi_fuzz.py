@@ -78,7 +78,8 @@ def no_undocumented_server_error(ctx, response, case):
 def aim(case, sandbox_id: str) -> None:
     """Session routes go to the real sandbox; sandbox-level mutations keep generated ids."""
     path = case.operation.path
-    if "{sandbox_id}" in path and "/sessions" in path and case.path_parameters is not None:
+    if "{sandbox_id}" in path and any(p in path for p in ("/sessions", "/contexts", "/files")) \
+            and case.path_parameters is not None:
         case.path_parameters["sandbox_id"] = sandbox_id
     if path.endswith("/events/stream"):
         # A stream that opens never ends: aim past the latest seq, so it answers at once (400/404).

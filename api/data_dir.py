@@ -1,0 +1,85 @@
+"""The data dir's two operator files: the owner lock and the generated token.
+
+One server per data dir: two servers on one store both reap, restart and commit the
+same sessions (seq gaps, UNIQUE violations, each other's children killed), so the
+lock is taken before anything under the dir is opened and held for the process's life.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import secrets
+from pathlib import Path
+
+from .client.local_server import TOKEN_FILE_NAME
+
+LOCK_FILE_NAME = "lock"
+
+
+class DataDirError(Exception):
+    """The data dir cannot be used; the message is the one line the operator sees."""
+
+
+class DataDirInUse(DataDirError):
+    pass
+
+
+def prepare(data_dir: Path) -> None:
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DataDirError(f"cannot create data dir {data_dir}: {exc.strerror}") from exc
+    if not os.access(data_dir, os.W_OK | os.X_OK):
+        raise DataDirError(f"data dir {data_dir} is not writable")
+
+
+def lock(data_dir: Path) -> int:
+    """Take ``<data>/lock`` (flock, released by the kernel when the process ends) or raise.
+
+    The fd is close-on-exec (Python's default), so session processes never hold it and a
+    server restarted while an old generation's processes still run can take it again.
+    """
+    path = data_dir / LOCK_FILE_NAME
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise DataDirError(f"cannot open {path}: {exc.strerror}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise DataDirInUse(f"data dir {data_dir} is in use by another sessiond (pid {holder}; "
+                               f"lock {path})") from None
+        raise DataDirError(f"cannot lock {path}: {exc.strerror}") from exc
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def token_file(data_dir: Path) -> Path:
+    return data_dir / TOKEN_FILE_NAME
+
+
+def load_or_create_token(data_dir: Path) -> str:
+    """The token in ``<data>/token``, created (mode 0600, 128 random bits) on first start."""
+    path = token_file(data_dir)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return read_token(path)
+    token = secrets.token_hex(16)
+    with os.fdopen(fd, "w") as out:
+        out.write(token + "\n")
+    return token
+
+
+def read_token(path: Path) -> str:
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, 0o600)  # never leave a readable token behind
+    token = path.read_text().strip()
+    if not token:
+        raise DataDirError(f"token file {path} is empty: delete it to generate a new one")
+    return token

@@ -1,0 +1,126 @@
+"""``GET /metrics``: Prometheus text format, behind the same auth as the API.
+
+prometheus_client writes the exposition format (escaping, histogram buckets, HELP/TYPE)
+so we do not hand-roll it. Counters are fed from committed journal events through the
+Container's observer hook (the domain never imports this); gauges are read from the
+live objects at scrape time, so they cannot drift from the truth.
+"""
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram,
+                               disable_created_metrics, generate_latest)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from sanic import HTTPResponse, Request
+
+from domain.model.journal import PUBLIC_TYPE
+
+# A commit is one fsync (synchronous=FULL): sub-millisecond when idle, tens of ms under load.
+COMMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+OOM_REASONS = frozenset({"oom", "oom_killed"})
+
+
+class JournalCounters:
+    """What the journal says happened, counted as it is committed."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.events = Counter("sessiond_events_committed", "Journal events committed", ["type"],
+                              registry=registry)
+        self.output_bytes = Counter("sessiond_output_bytes_committed", "Output bytes committed to journals",
+                                    ["stream"], registry=registry)
+        self.started = Counter("sessiond_attempts_started", "Attempts whose process started", ["reason"],
+                               registry=registry)
+        self.exited = Counter("sessiond_attempts_exited", "Attempts that ended, by reason", ["reason"],
+                              registry=registry)
+        self.oom_kills = Counter("sessiond_oom_kills", "Attempts ended by the out-of-memory killer",
+                                 registry=registry)
+        self.commit_seconds = Histogram("sessiond_commit_seconds", "Journal commit latency (submit to durable)",
+                                        buckets=COMMIT_BUCKETS, registry=registry)
+        self._start_reasons: dict[str, str] = {}  # attempt id -> why it was started
+
+    def committed(self, events: list) -> None:
+        for event in events:
+            kind = PUBLIC_TYPE.get(getattr(event, "TOPIC", ""), "other")
+            self.events.labels(kind).inc()
+            if kind == "output":
+                self.output_bytes.labels(event.stream).inc(len(event.data))
+            elif kind == "attempt.starting":
+                self._start_reasons[event.attempt_id] = getattr(event, "reason", "")
+            elif kind == "attempt.started":
+                self.started.labels(self._start_reasons.pop(event.attempt_id, "")).inc()
+            elif kind == "attempt.exited":
+                self._start_reasons.pop(event.attempt_id, None)
+                self.exited.labels(event.reason).inc()
+                if event.reason in OOM_REASONS:
+                    self.oom_kills.inc()
+
+    def tick_committed(self, seconds: float) -> None:
+        self.commit_seconds.observe(seconds)
+
+
+class LiveState:
+    """Gauges read from the running server at each scrape."""
+
+    def __init__(self, container) -> None:
+        self.container = container
+
+    def describe(self):
+        return []  # collected lazily: the registry must not scrape at registration
+
+    def collect(self):
+        manager = self.container.manager
+        phases = GaugeMetricFamily("sessiond_sessions", "Sessions by phase", labels=["phase"])
+        queued = GaugeMetricFamily("sessiond_input_queue_depth", "Input operations queued for processes",
+                                   labels=["sandbox"])
+        store = GaugeMetricFamily("sessiond_store_bytes", "Journal store size on disk", labels=["sandbox"])
+        counts: dict[str, int] = {}
+        for sandbox_id, service in (dict(manager.services) if manager else {}).items():
+            for session in service.list_sessions():
+                counts[session.phase] = counts.get(session.phase, 0) + 1
+            depth = sum(live.ops.qsize() for live in service.reconciler.live.values())
+            queued.add_metric([sandbox_id], depth)
+            store.add_metric([sandbox_id], _dir_bytes(manager.files.state_dir(sandbox_id)))
+        for phase, count in sorted(counts.items()):
+            phases.add_metric([phase], count)
+        hub = self.container.hub
+        subscribers = GaugeMetricFamily("sessiond_subscribers", "Live SSE and WebSocket subscribers",
+                                        value=hub.subscriber_count())
+        detaches = CounterMetricFamily("sessiond_subscriber_detaches", "Subscribers closed by the server, "
+                                     "by reason (slow: could not keep up)", labels=["reason"])
+        for reason, count in sorted(hub.detaches.items()):
+            detaches.add_metric([reason], count)
+        return [phases, queued, store, subscribers, detaches]
+
+
+def _dir_bytes(path) -> int:
+    total = 0
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+    except OSError:
+        pass  # deleted between the listing and the scan
+    return total
+
+
+def install_metrics(app, container) -> None:
+    disable_created_metrics()  # the *_created series double the output and nobody graphs them
+    registry = CollectorRegistry(auto_describe=False)
+    container.observers.append(JournalCounters(registry))
+    registry.register(LiveState(container))
+    responses = Counter("sessiond_http_responses", "HTTP responses by status", ["status"], registry=registry)
+    expired = Counter("sessiond_cursor_expired", "410 answers: a cursor older than the retained journal",
+                      registry=registry)
+
+    @app.on_response
+    async def count_response(request: Request, response):
+        status = getattr(response, "status", 0)
+        responses.labels(str(status)).inc()
+        if status == 410:
+            expired.inc()
+
+    @app.get("/metrics", name="metrics")
+    async def metrics(request: Request):
+        return HTTPResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,326 @@
+"""SandboxContexts: the contexts of one sandbox (processes without a durable journal).
+
+A context is started exactly as a session attempt is (the service's ``launch_process``,
+i.e. the same runtime and isolation, then the pipe or PTY runner), but nothing is
+recorded: its output goes to a bounded memory buffer and to live subscribers (the
+context WebSocket, an exec waiting for its prompt). Contexts end with the runtime
+(``close_all`` from the reconciler's release), on delete, and by their lifetime rules:
+``ttl_sec`` since creation, ``idle_timeout_sec`` since the last activity, and
+``FINISHED_TTL_S`` after the process exited.
+"""
+from __future__ import annotations
+
+import asyncio
+import codecs
+import logging
+import signal as signals
+from typing import Protocol
+
+from .context_state import CAPTURE_LIMIT, EXIT, Capture, Context, Subscriber
+from .model.contexts import (
+    READY_TOKEN,
+    ContextRequest,
+    exec_input,
+    final_state,
+    normalize_exec_output,
+)
+from .model.errors import (
+    ContextFinishedError,
+    ContextNotFoundError,
+    ContextNotRunningError,
+    ContextPtyUnavailableError,
+    ExecTimeoutError,
+    OperationFailedError,
+    UnavailableError,
+)
+from .ports import Clock, ExitStatus, Launch, ProcessRunner, StartFailedError, TerminalSize
+
+log = logging.getLogger(__name__)
+
+EXEC_TIMEOUT_S = 30.0     # the reference's exec timeout (408 exec_timeout)
+PROMPT_QUIET_S = 0.05     # after a prompt, output must pause this long for an exec to be done
+READY_TIMEOUT_S = 30.0    # a REPL that never prints its prompt fails the exec
+FINISHED_TTL_S = 600      # a finished context is kept this long for its output and status
+STOP_GRACE_S = 2.0
+KILL_WAIT_S = 5.0
+SWEEP_S = 1.0
+
+
+class ContextHost(Protocol):
+    """What contexts need from their sandbox's service: the session path's launch and runners."""
+
+    pipe_runner: ProcessRunner
+    pty_runner: ProcessRunner
+    clock: Clock
+
+    def launch_process(self, argv: list[str], cwd: str, env_overrides: dict[str, str],
+                       terminal: TerminalSize | None, term: str = ..., attempt_id: str = "") -> Launch: ...
+    def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus: ...
+    def new_uuid_hex(self) -> str: ...
+
+
+class SandboxContexts:
+    def __init__(self, service: ContextHost) -> None:
+        self.service = service
+        self.contexts: dict[str, Context] = {}
+        self._sweeper: asyncio.Task | None = None
+        self._closed = False
+
+    # ---- queries ------------------------------------------------------------------------------
+    def get(self, context_id: str) -> Context:
+        context = self.contexts.get(context_id)
+        if context is None:
+            raise ContextNotFoundError()
+        return context
+
+    def list(self) -> list[Context]:
+        return sorted(self.contexts.values(), key=lambda c: (c.created_ns, c.id))
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    async def create(self, request: ContextRequest) -> tuple[Context, str]:
+        """Start the process; with ``wait_until_done`` also wait for it (cmd) or its first exec (repl)."""
+        now = self.service.clock.now_ns()
+        context_id = "ctx-" + self.service.new_uuid_hex()[:16]
+        terminal = TerminalSize(*request.terminal) if request.terminal else None
+        context = Context(context_id, request, now, now, terminal)
+        if self._closed:
+            raise UnavailableError("sandbox runtime is not available")
+        await self._start(context)
+        if self._closed:  # the runtime was released while the process started: it must not outlive it
+            await self._end(context)
+            raise UnavailableError("sandbox runtime is not available")
+        self.contexts[context_id] = context
+        self._ensure_sweeper()
+        output = ""
+        if request.wait_until_done:
+            if request.type == "cmd":
+                await context.exited.wait()
+                output = context.raw_output()
+            elif request.input:
+                output = await self.exec(context_id, request.input, timeout_s=None)
+        return context, output
+
+    async def _start(self, context: Context) -> None:
+        request, service = context.request, self.service
+        env = dict(request.extra_env)
+        env.update(request.env)
+        # Each start of a context is its own "attempt" for the runtime (its env file, its
+        # memory cgroup and OOM count), so concurrent contexts never share them.
+        context.launch_id = f"{context.id}-{service.new_uuid_hex()[:8]}"
+        launch = service.launch_process(request.command, request.cwd, env, context.terminal,
+                                        attempt_id=context.launch_id)
+        runner = service.pty_runner if launch.terminal else service.pipe_runner
+        try:
+            context.handle = await runner.start(launch, lambda source, data: self._on_output(context, source, data))
+        except StartFailedError as exc:
+            raise OperationFailedError(f"context process could not start: {exc}") from None
+        if request.type != "repl":
+            context.ready.set()
+        context.watcher = asyncio.get_running_loop().create_task(self._watch(context))
+
+    async def restart(self, context_id: str) -> Context:
+        context = self.get(context_id)
+        await self._end(context)
+        fresh = Context(context.id, context.request, context.created_ns, self.service.clock.now_ns(),
+                        context.terminal)
+        await self._start(fresh)
+        if self._closed or self.contexts.get(context_id) is not context:  # released or deleted meanwhile
+            await self._end(fresh)
+            raise ContextNotFoundError()
+        self.contexts[context_id] = fresh
+        return fresh
+
+    async def delete(self, context_id: str) -> None:
+        context = self.get(context_id)
+        del self.contexts[context_id]
+        await self._end(context)
+
+    async def close_all(self) -> None:
+        """The runtime is going away (pause, delete, shutdown): every context ends, none survives."""
+        self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        contexts, self.contexts = list(self.contexts.values()), {}
+        await asyncio.gather(*(self._end(c) for c in contexts), return_exceptions=True)
+
+    async def _end(self, context: Context) -> None:
+        """TERM to the group, a short grace, KILL; always wait for the process to be reaped."""
+        if context.running:
+            context.handle.send_signal(signals.SIGTERM)
+            context.handle.send_signal(signals.SIGCONT)
+            if not await self._exited_within(context, STOP_GRACE_S):
+                context.handle.send_signal(signals.SIGKILL)
+                if not await self._exited_within(context, KILL_WAIT_S):
+                    log.error("context %s did not end after SIGKILL", context.id)
+        if context.watcher is not None:
+            await asyncio.gather(context.watcher, return_exceptions=True)
+
+    async def _exited_within(self, context: Context, seconds: float) -> bool:
+        return await _first_of(context.exited.wait(), self.service.clock.sleep(seconds)) == 0
+
+    # ---- process interaction ------------------------------------------------------------------
+    async def write(self, context_id: str, data: str) -> None:
+        context = self.get(context_id)
+        await self._write(context, data)
+
+    async def _write(self, context: Context, data: str) -> None:
+        if context.exited.is_set():
+            raise ContextFinishedError()
+        if context.handle is None:
+            raise ContextNotRunningError()
+        self._touch(context)
+        try:
+            await context.handle.write(data.encode())
+        except (OSError, RuntimeError) as exc:
+            raise ContextNotRunningError(f"process is not running: {exc}") from None
+
+    async def exec(self, context_id: str, data: str, timeout_s: float | None = EXEC_TIMEOUT_S) -> str:
+        """Submit input and return what it printed: up to the next prompt (REPL) or the exit."""
+        context = self.get(context_id)
+        if context.exited.is_set():
+            raise ContextFinishedError()
+        async with context.exec_lock:  # one exec at a time, or their outputs would interleave
+            if await _first_of(context.ready.wait(), context.exited.wait(),
+                               self.service.clock.sleep(READY_TIMEOUT_S)) == 2:
+                raise ExecTimeoutError(READY_TIMEOUT_S)
+            collector = self.subscribe_live(context)
+            try:
+                await self._write(context, exec_input(context.request.type, data))
+                output = await self._collect(context, collector, timeout_s)
+            finally:
+                context.subscribers.discard(collector)
+        return normalize_exec_output(context.request.type, output)
+
+    async def _collect(self, context: Context, collector: Subscriber, timeout_s: float | None) -> str:
+        clock = self.service.clock
+        deadline_ns = clock.now_ns() + int(timeout_s * 1e9) if timeout_s else None
+        parts: list[str] = []
+        quiet = False  # a prompt was seen: done as soon as output pauses for PROMPT_QUIET_S
+        while True:
+            if quiet:
+                wait_s = PROMPT_QUIET_S
+            elif deadline_ns is not None:
+                wait_s = max(0.0, (deadline_ns - clock.now_ns()) / 1e9)
+            else:
+                wait_s = None
+            getter = asyncio.ensure_future(collector.queue.get())
+            if wait_s is not None and await _first_of(getter, clock.sleep(wait_s)) == 1:
+                if quiet:
+                    return "".join(parts)
+                raise ExecTimeoutError(timeout_s)
+            kind, _source, text, prompt = await getter
+            if kind != "output":
+                return "".join(parts)
+            parts.append(text)
+            quiet = quiet or prompt
+
+    def resize(self, context_id: str, rows: int, cols: int) -> None:
+        context = self.get(context_id)
+        if context.terminal is None:
+            raise ContextPtyUnavailableError()
+        if not context.running:
+            raise ContextNotRunningError()
+        context.handle.resize(rows, cols)
+        context.terminal = TerminalSize(rows, cols)
+        self._touch(context)
+
+    def signal(self, context_id: str, signum: int) -> None:
+        context = self.get(context_id)
+        if not context.running:
+            raise ContextNotRunningError()
+        context.handle.send_signal(signum)
+        self._touch(context)
+
+    # ---- output -------------------------------------------------------------------------------
+    def subscribe(self, context_id: str) -> tuple[Context, list[tuple[str, str]], Subscriber]:
+        """Everything retained so far and a live subscription, with no gap and no repeat."""
+        context = self.get(context_id)
+        return context, list(context.chunks), self.subscribe_live(context)
+
+    def subscribe_live(self, context: Context) -> Subscriber:
+        subscriber = Subscriber()
+        if context.exited.is_set():
+            subscriber.push(EXIT)
+        else:
+            context.subscribers.add(subscriber)
+        return subscriber
+
+    def _on_output(self, context: Context, source: str, data: bytes) -> None:
+        decoder = context.decoders.get(source)
+        if decoder is None:
+            decoder = context.decoders[source] = codecs.getincrementaldecoder("utf-8")("replace")
+        self._publish(context, source, decoder.decode(data))
+
+    def _publish(self, context: Context, source: str, text: str) -> None:
+        if not text:
+            return
+        self._touch(context)
+        context.chunks.append((source, text))
+        context.replay.add(text)
+        while len(context.chunks) > len(context.replay.parts):
+            context.chunks.popleft()  # keep the chunk log in step with the bounded replay text
+        capture = context.streams.get(source)
+        if capture is None:
+            capture = context.streams[source] = Capture(CAPTURE_LIMIT)
+        capture.add(text)
+        prompt = False
+        if context.request.type == "repl":
+            window = context.prompt_tail + text
+            prompt = READY_TOKEN in window
+            context.prompt_tail = window[-(len(READY_TOKEN) - 1):]
+            if prompt:
+                context.ready.set()
+        for subscriber in list(context.subscribers):
+            subscriber.push(("output", source, text, prompt))
+
+    async def _watch(self, context: Context) -> None:
+        status = self.service.translate_exit(await context.handle.wait_exited(), context.launch_id)
+        for source, decoder in context.decoders.items():
+            self._publish(context, source, decoder.decode(b"", final=True))
+        context.exit_code, context.state = final_state(status.exit_code, status.signal)
+        context.finished_ns = self.service.clock.now_ns()
+        context.exited.set()
+        for subscriber in list(context.subscribers):
+            subscriber.push(EXIT)
+        context.subscribers.clear()
+
+    def _touch(self, context: Context) -> None:
+        context.last_activity_ns = self.service.clock.now_ns()
+
+    # ---- lifetime rules -----------------------------------------------------------------------
+    def _ensure_sweeper(self) -> None:
+        if self._sweeper is None and not self._closed:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await self.service.clock.sleep(SWEEP_S)
+            for context_id in self.due(self.service.clock.now_ns()):
+                try:
+                    await self.delete(context_id)
+                except ContextNotFoundError:
+                    pass
+
+    def due(self, now_ns: int) -> list[str]:
+        """Contexts past their ttl, idle timeout, or finished for longer than FINISHED_TTL_S."""
+        out = []
+        for context in self.list():
+            request = context.request
+            if (request.ttl_s and now_ns - context.created_ns > request.ttl_s * 1e9) \
+                    or (request.idle_timeout_s and now_ns - context.last_activity_ns > request.idle_timeout_s * 1e9) \
+                    or (context.finished_ns and now_ns - context.finished_ns > FINISHED_TTL_S * 1e9):
+                out.append(context.id)
+        return out
+
+
+async def _first_of(*awaitables) -> int:
+    """Run the awaitables until one finishes; return its index and cancel the rest."""
+    tasks = [asyncio.ensure_future(a) for a in awaitables]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        return min(tasks.index(t) for t in done)
+    finally:
+        for task in tasks:
+            if not task.done():
+                task.cancel()

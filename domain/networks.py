@@ -1,0 +1,69 @@
+"""Sandbox networks over time: one per runtime, its policy persisted in the sandbox's config.
+
+A sandbox's network is created when its runtime starts (claim, resume, a server start) and
+removed when the runtime goes (pause, delete, shutdown). The policy lives in ``config.network``
+of the Sandbox record, so it survives pause/resume and restarts. A change is enforced before it
+is recorded: a failed change leaves the old policy both enforced and stored.
+"""
+from __future__ import annotations
+
+import logging
+
+from .model.errors import UnavailableError
+from .model.network import effective_policy
+
+log = logging.getLogger(__name__)
+
+
+class NoNetworks:
+    """Sessions share the host's network; policies are stored but not enforced."""
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def netns_path(self, sandbox_id: str) -> None:
+        return None
+
+    async def attach(self, sandbox_id: str, policy: dict) -> None:
+        return None
+
+    async def apply(self, sandbox_id: str, policy: dict) -> None:
+        pass
+
+    async def detach(self, sandbox_id: str) -> None:
+        pass
+
+
+class NetworkLifecycle:
+    """Mixed into SandboxManager: uses its ``networks``, ``services`` and ``sandbox``."""
+
+    def network_policy(self, sandbox_id: str) -> dict:
+        sandbox = self.sandbox(sandbox_id)
+        return effective_policy(sandbox.config, sandbox.template)
+
+    async def attach_network(self, service) -> None:
+        """Before any attempt of the runtime starts: its sessions join this network."""
+        sandbox = service.supervisor.sandbox
+        try:
+            service.netns = await self.networks.attach(sandbox.id, effective_policy(sandbox.config, sandbox.template))
+        except Exception as exc:
+            log.exception("sandbox %s: its network could not be created", sandbox.id)
+            raise UnavailableError("sandbox network could not be created") from exc
+
+    async def detach_network(self, sandbox_id: str) -> None:
+        try:
+            await self.networks.detach(sandbox_id)
+        except Exception:  # the next server start removes what is left (infra.netns)
+            log.exception("sandbox %s: its network could not be removed", sandbox_id)
+
+    async def apply_network(self, sandbox_id: str, policy: dict) -> None:
+        if sandbox_id not in self.services:  # paused: the next runtime starts with the stored policy
+            return
+        try:
+            await self.networks.apply(sandbox_id, policy)
+        except Exception as exc:
+            log.exception("sandbox %s: network policy could not be applied", sandbox_id)
+            raise UnavailableError("network policy could not be applied; the previous one stays") from exc

@@ -1,0 +1,277 @@
+"""Per-sandbox cgroups: memory, pids, cpu weight and freezer, under the server's own cgroup.
+
+Layout (cgroup v1, one hierarchy per controller): ``<mount>/<server's path>/sessiond/<sandbox>``
+in each of memory, pids, cpu and freezer, and in memory one child per attempt,
+``.../<sandbox>/<attempt>``. The limit sits on the sandbox; the attempt's own cgroup is
+there to count OOM kills: v1 charges an OOM kill to the victim's memcg only (the counter
+does not propagate to parents), so ``oom_kill`` of the attempt's cgroup says whether
+*this* attempt lost a process to the OOM killer.
+
+cgroup v2 (one hierarchy where the controllers are enabled): the sandbox is a sibling of
+the server's cgroup (a v2 cgroup with processes cannot have controller-enabled children),
+every process sits in an attempt leaf, and ``memory.events`` counts OOM kills per leaf.
+
+Nesting under the server's own path keeps a server inside a container or a job cgroup
+within its limits, and lets several servers on one machine stay out of each other's way.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import signal
+from dataclasses import dataclass
+
+CONTROLLERS = ("memory", "pids", "cpu", "freezer")
+_GROUP = "sessiond"
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_bytes: int
+    pids_max: int
+    cpu_weight: int  # v1 cpu.shares scale: 1024 = one ordinary task
+
+
+def _own_paths() -> dict[str, str]:
+    """controller (or "" for the v2 hierarchy) -> this process's cgroup path."""
+    paths: dict[str, str] = {}
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, names, path = line.rstrip("\n").split(":", 2)
+            for name in names.split(",") if names else [""]:
+                paths[name] = path
+    return paths
+
+
+def _mounts() -> dict[str, tuple[str, str]]:
+    """controller (or "" for cgroup2) -> (mount point, the cgroup it shows), from mountinfo."""
+    found: dict[str, tuple[str, str]] = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fstype, _, options = right.split()[:3]
+            fields = left.split()
+            mounted = (fields[4], fields[3])
+            if fstype == "cgroup2":
+                found.setdefault("", mounted)
+            elif fstype == "cgroup":
+                for opt in options.split(","):
+                    if opt in CONTROLLERS:
+                        found.setdefault(opt, mounted)
+    return found
+
+
+def _path_in(mounted: tuple[str, str], own: str) -> str:
+    """Our cgroup as a directory under the mount (a container may mount a subtree at /)."""
+    point, root = mounted
+    if root != "/" and (own == root or own.startswith(root + "/")):
+        own = own[len(root):] or "/"
+    return point + own
+
+
+def _write(path: str, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def _read_int(path: str, key: str | None = None) -> int:
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return 0
+    if key is None:
+        return int(text.split()[0]) if text.strip() and text.split()[0].isdigit() else 0
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            return int(value)
+    return 0
+
+
+class SandboxCgroup:
+    """The cgroups of one sandbox; ``join_files(attempt)`` are what its processes write into."""
+
+    def __init__(self, dirs: dict[str, str], v2: bool) -> None:
+        self.dirs = dirs  # controller -> directory (v2: every controller -> the one directory)
+        self.v2 = v2
+
+    def _attempt_dir(self, attempt_id: str) -> str | None:
+        memory = self.dirs.get("memory")
+        if memory is None or not attempt_id:
+            return None
+        return os.path.join(memory, attempt_id)
+
+    def join_files(self, attempt_id: str) -> list[str]:
+        """Create the attempt's cgroup; return the cgroup.procs files a new process joins."""
+        attempt = self._attempt_dir(attempt_id)
+        if attempt is not None:
+            os.makedirs(attempt, exist_ok=True)
+        if self.v2:
+            return [os.path.join(attempt or self.dirs["pids"], "cgroup.procs")]
+        files = []
+        for controller, path in self.dirs.items():
+            target = attempt if controller == "memory" and attempt else path
+            files.append(os.path.join(target, "cgroup.procs"))
+        return files
+
+    def oom_kills(self, attempt_id: str) -> int:
+        attempt = self._attempt_dir(attempt_id)
+        if attempt is None:
+            return 0
+        if self.v2:
+            return _read_int(os.path.join(attempt, "memory.events"), "oom_kill")
+        return _read_int(os.path.join(attempt, "memory.oom_control"), "oom_kill")
+
+    def forget_attempt(self, attempt_id: str) -> None:
+        attempt = self._attempt_dir(attempt_id)
+        if attempt is not None:
+            _rmdir(attempt)
+
+    def set_memory(self, memory_bytes: int) -> None:
+        memory = self.dirs.get("memory")
+        if memory is None:
+            return
+        if self.v2:
+            _write(os.path.join(memory, "memory.max"), str(memory_bytes))
+            _try_write(os.path.join(memory, "memory.swap.max"), "0")
+            return
+        limit, memsw = (os.path.join(memory, f) for f in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"))
+        # memsw (memory + swap) must stay >= the memory limit: raise it first, lower it last.
+        if _read_int(limit) < memory_bytes:
+            _try_write(memsw, str(memory_bytes))
+            _write(limit, str(memory_bytes))
+        else:
+            _write(limit, str(memory_bytes))
+            _try_write(memsw, str(memory_bytes))
+
+    def usage(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        memory, pids = self.dirs.get("memory"), self.dirs.get("pids")
+        if memory is not None:
+            names = ("memory.current", "memory.max") if self.v2 else ("memory.usage_in_bytes",
+                                                                       "memory.limit_in_bytes")
+            out["container_memory_usage"] = _read_int(os.path.join(memory, names[0]))
+            out["container_memory_limit"] = _read_int(os.path.join(memory, names[1]))
+        if pids is not None:
+            out["pids"] = _read_int(os.path.join(pids, "pids.current"))
+        return out
+
+    def pids(self) -> set[int]:
+        found: set[int] = set()
+        for root in set(self.dirs.values()):
+            for dirpath, _, files in os.walk(root):
+                if "cgroup.procs" in files:
+                    with open(os.path.join(dirpath, "cgroup.procs")) as f:
+                        found.update(int(line) for line in f if line.strip())
+        return found
+
+    def freeze(self, frozen: bool) -> None:
+        """Stop (or restart) every task of the sandbox at once, whatever its process group."""
+        freezer = self.dirs.get("freezer")
+        if freezer is None:
+            return
+        if self.v2:
+            _try_write(os.path.join(freezer, "cgroup.freeze"), "1" if frozen else "0")
+        else:
+            _try_write(os.path.join(freezer, "freezer.state"), "FROZEN" if frozen else "THAWED")
+
+    def kill_all(self) -> None:
+        """SIGKILL whatever is left; a freezer stops a fork bomb from outrunning the kills."""
+        freezer = self.dirs.get("freezer")
+        state = os.path.join(freezer, "freezer.state") if freezer and not self.v2 else None
+        if self.v2 and self.dirs:
+            _try_write(os.path.join(next(iter(self.dirs.values())), "cgroup.kill"), "1")  # Linux 5.14+
+        if state:
+            _try_write(state, "FROZEN")
+        for _ in range(3):
+            pids = self.pids()
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if state:
+            _try_write(state, "THAWED")  # killed tasks only die once thawed
+
+    def remove(self) -> bool:
+        """rmdir every directory (attempts first); False while a process still holds one."""
+        removed = True
+        for root in set(self.dirs.values()):
+            if not os.path.isdir(root):
+                continue
+            for dirpath, dirnames, _ in os.walk(root, topdown=False):
+                removed = _rmdir(dirpath) and removed
+        return removed
+
+
+def _rmdir(path: str) -> bool:
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if exc.errno in (errno.EBUSY, errno.ENOTEMPTY):
+            return False
+        raise
+    return True
+
+
+def _try_write(path: str, value: str) -> None:
+    try:
+        _write(path, value)
+    except OSError:
+        pass  # optional knob (memsw without swap accounting, freezer absent)
+
+
+class Cgroups:
+    """Finds where each controller lives and makes sandbox cgroups there."""
+
+    def __init__(self, bases: dict[str, str], v2: bool) -> None:
+        self.bases = bases  # controller -> the directory that holds the sandboxes' cgroups
+        self.v2 = v2
+
+    @classmethod
+    def detect(cls) -> "Cgroups":
+        mounts, own = _mounts(), _own_paths()
+        bases: dict[str, str] = {}
+        for controller in CONTROLLERS:
+            if controller in mounts and controller in own:
+                bases[controller] = os.path.join(_path_in(mounts[controller], own[controller]), _GROUP)
+        if bases or "" not in mounts or "" not in own:
+            return cls(bases, v2=False)
+        ours = _path_in(mounts[""], own[""]).rstrip("/")
+        parent = ours if own[""] in ("", "/") else os.path.dirname(ours)  # the root may have both
+        try:
+            with open(os.path.join(parent, "cgroup.subtree_control")) as f:
+                enabled = f.read().split()
+        except OSError:
+            enabled = []
+        base = os.path.join(parent, _GROUP)
+        return cls({c: base for c in CONTROLLERS if c in enabled or c == "freezer" and enabled}, v2=True)
+
+    def missing(self) -> list[str]:
+        return [c for c in CONTROLLERS if c not in self.bases]
+
+    def create(self, sandbox_id: str, limits: Limits) -> SandboxCgroup:
+        dirs = {c: os.path.join(base, sandbox_id) for c, base in self.bases.items()}
+        for controller, path in dirs.items():
+            os.makedirs(path, exist_ok=True)
+        cgroup = SandboxCgroup(dirs, self.v2)
+        if self.v2:
+            base = next(iter(dirs.values()))
+            wanted = [c for c in ("memory", "pids", "cpu") if c in dirs]
+            _try_write(os.path.join(os.path.dirname(base), "cgroup.subtree_control"),
+                       " ".join("+" + c for c in wanted))
+            _try_write(os.path.join(base, "cgroup.subtree_control"), " ".join("+" + c for c in wanted))
+        cgroup.set_memory(limits.memory_bytes)
+        if "pids" in dirs:
+            _write(os.path.join(dirs["pids"], "pids.max"), str(limits.pids_max))
+        if "cpu" in dirs:
+            if self.v2:  # cpu.weight 1-10000, 100 = default; shares 1024 = default
+                _write(os.path.join(dirs["cpu"], "cpu.weight"), str(max(1, min(10000, limits.cpu_weight * 100 // 1024))))
+            else:
+                _write(os.path.join(dirs["cpu"], "cpu.shares"), str(limits.cpu_weight))
+        return cgroup

@@ -1,0 +1,302 @@
+"""File access confined to a sandbox's view: its /workspace (and its /tmp when that is on disk).
+
+Paths are sandbox paths. They are walked one component at a time from directory file
+descriptors opened with ``O_NOFOLLOW``, and every symlink on the way is read and resolved
+*as the sandbox would see it*: an absolute target starts again at the sandbox's ``/``, a
+relative one continues from the link's directory, and ``..`` never climbs above ``/``.
+Where the walk ends outside the allowed areas (``/etc/passwd`` of the sandbox, which is the
+host's read-only /etc, or a path that is not under /workspace or /tmp) the call is refused;
+nothing here ever opens a host path by name, so a link the sandbox planted cannot point the
+server at the host or at another sandbox. A swap of a component for a symlink between the
+check and the open fails the open (``O_NOFOLLOW``) instead of following it.
+
+Writes go to a temporary file in the target's directory, are fsynced and renamed over the
+target, so a reader (or a checkpoint) sees the old file or the new one, never half of one.
+Everything here blocks: callers run it in a thread.
+"""
+from __future__ import annotations
+
+import os
+import stat as st
+import uuid
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Iterator
+
+from domain.model.errors import (
+    FileNotFoundInSandboxError,
+    InvalidRequestError,
+    NotADirectoryInSandboxError,
+    NotAFileInSandboxError,
+    PathExistsError,
+    PathOutsideSandboxError,
+)
+
+from .atomic_upload import Upload
+from .confined_errors import translate
+
+MAX_LINKS = 40  # as the kernel's MAXSYMLINKS
+DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+TMP_PREFIX = ".sessiond-upload-"
+
+
+@dataclass
+class Entry:
+    """Where a sandbox path ended: ``name`` inside the directory ``parent_fd`` (None for an area root)."""
+
+    view: str
+    parent_fd: int | None
+    name: str | None
+    self_fd: int | None  # an O_PATH fd of the entry itself when it is a directory
+    fds: list
+
+    def close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.fds.clear()
+
+
+class ConfinedFS:
+    def __init__(self, areas: dict[str, str], owner: tuple[int, int] | None = None) -> None:
+        self.areas = {name.strip("/"): host for name, host in areas.items()}  # "workspace" -> host dir
+        # What the API creates belongs to the sandbox's own root (its host uid under the
+        # hardened runtime), so the sandbox can change and delete it like its own files.
+        self.owner = owner
+
+    # ---- the walk -----------------------------------------------------------------------------
+    def resolve(self, path: str, *, follow_last: bool = True) -> Entry:
+        todo = deque(_components(path))
+        stack: list[str] = []  # view components from "/"
+        fds: list[int] = []    # fds[i] is the directory stack[:i+1] (inside an area)
+        owned: list[int] = []
+        links = 0
+        try:
+            while todo:
+                part = todo.popleft()
+                if part in ("", "."):
+                    continue
+                if part == "..":
+                    if stack:
+                        stack.pop()
+                        fds.pop()
+                    continue
+                if not stack:
+                    host = self.areas.get(part)
+                    if host is None:
+                        raise PathOutsideSandboxError(f"{_view([part])} is outside the sandbox's "
+                                                      f"{' and '.join('/' + a for a in self.areas)}")
+                    fd = os.open(host, DIR_FLAGS)
+                    owned.append(fd)
+                    stack.append(part)
+                    fds.append(fd)
+                    continue
+                last = not any(p not in ("", ".") for p in todo)
+                if last and not follow_last:
+                    return Entry(_view(stack + [part]), fds[-1], part, None, owned)
+                try:
+                    info = os.stat(part, dir_fd=fds[-1], follow_symlinks=False)
+                except FileNotFoundError:
+                    if last:
+                        return Entry(_view(stack + [part]), fds[-1], part, None, owned)
+                    raise FileNotFoundInSandboxError(f"directory not found: {_view(stack + [part])}") from None
+                if st.S_ISLNK(info.st_mode):
+                    links += 1
+                    if links > MAX_LINKS:
+                        raise InvalidRequestError(f"too many levels of symbolic links: {path}")
+                    target = os.readlink(part, dir_fd=fds[-1])
+                    if target.startswith("/"):
+                        stack.clear()
+                        fds.clear()
+                    todo.extendleft(reversed(target.split("/")))
+                    continue
+                if st.S_ISDIR(info.st_mode):
+                    fd = os.open(part, DIR_FLAGS, dir_fd=fds[-1])
+                    owned.append(fd)
+                    stack.append(part)
+                    fds.append(fd)
+                    continue
+                if not last:
+                    raise NotADirectoryInSandboxError(f"not a directory: {_view(stack + [part])}")
+                return Entry(_view(stack + [part]), fds[-1], part, None, owned)
+            if not stack:
+                raise PathOutsideSandboxError("/ is outside the sandbox's file areas")
+            parent = fds[-2] if len(fds) > 1 else None
+            return Entry(_view(stack), parent, stack[-1] if parent is not None else None, fds[-1], owned)
+        except OSError as exc:
+            _close(owned)
+            raise translate(exc, path) from None
+        except BaseException:
+            _close(owned)
+            raise
+
+    def watch(self, path: str, recursive: bool):
+        from .file_watch import DirectoryWatch  # inotify only for the watch WebSocket
+        return DirectoryWatch(self, path, recursive)
+
+    # ---- reads --------------------------------------------------------------------------------
+    @contextmanager
+    def _walked(self, path: str, *, follow_last: bool = True) -> Iterator[Entry]:
+        """The resolved entry for the body of a ``with``; OS errors become the API's, fds are closed."""
+        entry = self.resolve(path, follow_last=follow_last)
+        try:
+            yield entry
+        except OSError as exc:
+            raise translate(exc, path) from None
+        finally:
+            entry.close()
+
+    def open_read(self, path: str) -> tuple[int, int]:
+        """An fd of the regular file and its size; the caller closes the fd."""
+        with self._walked(path) as entry:
+            if entry.self_fd is not None:
+                raise NotAFileInSandboxError(f"not a file: {entry.view}")
+            fd = os.open(entry.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                         dir_fd=entry.parent_fd)
+            info = os.fstat(fd)
+            if not st.S_ISREG(info.st_mode):  # a FIFO or device must not block or leak
+                os.close(fd)
+                raise NotAFileInSandboxError(f"not a regular file: {entry.view}")
+            os.set_blocking(fd, True)
+            return fd, info.st_size
+
+    def stat(self, path: str) -> dict:
+        with self._walked(path, follow_last=False) as entry:
+            return self._info(entry.parent_fd, entry.name, entry.view, entry.self_fd)
+
+    def list(self, path: str) -> list[dict]:
+        with self._walked(path) as entry:
+            if entry.self_fd is None:
+                if entry.name is not None and not _exists(entry):
+                    raise FileNotFoundInSandboxError(f"directory not found: {entry.view}")
+                raise NotADirectoryInSandboxError(f"not a directory: {entry.view}")
+            fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=entry.self_fd)
+            try:
+                names = sorted(os.listdir(fd))
+                return [self._info(fd, name, entry.view.rstrip("/") + "/" + name, None) for name in names]
+            finally:
+                os.close(fd)
+
+    def _info(self, dir_fd: int | None, name: str | None, view: str, self_fd: int | None) -> dict:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False) if name is not None else os.fstat(self_fd)
+        kind = "dir" if st.S_ISDIR(info.st_mode) else "symlink" if st.S_ISLNK(info.st_mode) else "file"
+        out = {"name": view.rsplit("/", 1)[-1], "path": view, "type": kind, "size": info.st_size,
+               "mode": f"{st.S_IMODE(info.st_mode) & 0o777:04o}",
+               "mod_time": datetime.fromtimestamp(info.st_mtime, timezone.utc).isoformat().replace("+00:00", "Z"),
+               "is_link": kind == "symlink"}
+        if kind == "symlink":
+            out["link_target"] = os.readlink(name, dir_fd=dir_fd)
+        return out
+
+    # ---- writes -------------------------------------------------------------------------------
+    def begin_write(self, path: str) -> "Upload":
+        """A temporary file next to the target; ``Upload.commit`` renames it over the target."""
+        entry = self.resolve(path)
+        try:
+            if entry.self_fd is not None:
+                raise NotAFileInSandboxError(f"is a directory: {entry.view}")
+            temp = f"{TMP_PREFIX}{uuid.uuid4().hex}"
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                         dir_fd=entry.parent_fd)
+            if self.owner is not None:
+                os.fchown(fd, *self.owner)
+        except OSError as exc:
+            entry.close()
+            raise translate(exc, path) from None
+        except BaseException:
+            entry.close()
+            raise
+        return Upload(entry, temp, fd)
+
+    def write(self, path: str, chunks: Iterator[bytes]) -> None:
+        upload = self.begin_write(path)
+        try:
+            for chunk in chunks:
+                upload.write(chunk)
+            upload.commit()
+        finally:
+            upload.abort()
+
+    def mkdir(self, path: str, recursive: bool) -> None:
+        if recursive:
+            parts = [p for p in _components(path) if p not in ("", ".")]
+            for i in range(1, len(parts) + 1):
+                self._mkdir_one("/" + "/".join(parts[:i]), exist_ok=True)
+            return
+        self._mkdir_one(path, exist_ok=False)
+
+    def _mkdir_one(self, path: str, exist_ok: bool) -> None:
+        with self._walked(path) as entry:
+            if entry.self_fd is not None:
+                if not exist_ok:
+                    raise PathExistsError(f"path exists: {entry.view}")
+                return
+            try:
+                os.mkdir(entry.name, 0o755, dir_fd=entry.parent_fd)
+                if self.owner is not None:
+                    os.chown(entry.name, *self.owner, dir_fd=entry.parent_fd, follow_symlinks=False)
+            except FileExistsError:  # a file (or a link) already has the name
+                raise (NotADirectoryInSandboxError if exist_ok else PathExistsError)(
+                    f"path exists: {entry.view}") from None
+
+    def remove(self, path: str) -> None:
+        """Delete a file, a link (not its target) or a directory tree."""
+        with self._walked(path, follow_last=False) as entry:
+            if entry.name is None:
+                raise PathOutsideSandboxError(f"{entry.view} itself cannot be deleted")
+            info = os.stat(entry.name, dir_fd=entry.parent_fd, follow_symlinks=False)
+            if st.S_ISDIR(info.st_mode):
+                _remove_tree(entry.parent_fd, entry.name)
+            else:
+                os.unlink(entry.name, dir_fd=entry.parent_fd)
+
+    def move(self, source: str, destination: str) -> None:
+        with self._walked(source, follow_last=False) as src, \
+                self._walked(destination, follow_last=False) as dst:  # a link at the destination is replaced
+            if src.name is None or dst.name is None:
+                raise PathOutsideSandboxError("an area root cannot be moved or replaced")
+            os.stat(src.name, dir_fd=src.parent_fd, follow_symlinks=False)  # 404 before anything else
+            os.rename(src.name, dst.name, src_dir_fd=src.parent_fd, dst_dir_fd=dst.parent_fd)
+
+
+def _remove_tree(parent_fd: int, name: str) -> None:
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
+    try:
+        for child in os.listdir(fd):
+            info = os.stat(child, dir_fd=fd, follow_symlinks=False)
+            if st.S_ISDIR(info.st_mode):
+                _remove_tree(fd, child)
+            else:
+                os.unlink(child, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent_fd)
+
+
+def _exists(entry: Entry) -> bool:
+    try:
+        os.stat(entry.name, dir_fd=entry.parent_fd, follow_symlinks=False)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def _components(path: str) -> list[str]:
+    if not isinstance(path, str) or not path.strip():
+        raise InvalidRequestError("path is required")
+    if "\0" in path:
+        raise InvalidRequestError("path must not contain NUL bytes")
+    if not path.startswith("/"):
+        path = "/workspace/" + path  # relative paths are relative to the workspace, as cwd is
+    return path.split("/")
+
+
+def _view(stack: list[str]) -> str:
+    return "/" + "/".join(stack)
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
+    fds.clear()

@@ -1,0 +1,87 @@
+"""What makes one sandbox's processes its own: an unprivileged host uid, cgroups, limits.
+
+``SandboxIsolation`` is the per-sandbox launch context the bubblewrap runtime wraps every
+process in. The host uid is the workspace's owner: it is chosen at claim (a free uid in
+``UID_BASE ..``, starting from a hash of the sandbox id so that two servers on one machine
+rarely pick the same one), the workspace is chowned to it, and a resume or a server
+restart reads it back from the workspace, so nothing else needs to remember it. Inside
+the sandbox that uid is root (bubblewrap maps it to 0 in the sandbox's user namespace).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .cgroups import Limits, SandboxCgroup
+
+UID_BASE = 100_000
+UID_SPAN = 1_000_000
+DEFAULT_MEMORY = 2 * 2**30   # template default (contract: 128Mi .. 16Gi)
+DEFAULT_PIDS_MAX = 1024
+_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|K|M|G|T)?$")
+_UNIT = {None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+         "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+@dataclass
+class SandboxIsolation:
+    sandbox_id: str
+    uid: int | None            # None: the server is not root and runs sandboxes as itself
+    limits: Limits
+    cgroup: SandboxCgroup | None = None
+    netns_path: str | None = None  # joined before privileges are dropped (per-sandbox network)
+    notes: list[str] = field(default_factory=list)
+
+
+def memory_bytes(quantity: str | None) -> int:
+    """A Kubernetes quantity (already validated by the API) in bytes; None -> the default."""
+    match = _QUANTITY.match(quantity.strip()) if isinstance(quantity, str) else None
+    if match is None:
+        return DEFAULT_MEMORY
+    return int(float(match[1]) * _UNIT[match[2]])
+
+
+def limits_for(config: dict, pids_max: int = DEFAULT_PIDS_MAX) -> Limits:
+    memory = memory_bytes((config.get("resources") or {}).get("memory"))
+    # "CPU is derived" from memory (contract §1.1): 1024 shares per 2 GiB, within 128..8192.
+    cpu = max(128, min(8192, memory * 1024 // DEFAULT_MEMORY))
+    return Limits(memory_bytes=memory, pids_max=pids_max, cpu_weight=cpu)
+
+
+def _owner(path: Path) -> int | None:
+    try:
+        return path.stat().st_uid
+    except OSError:
+        return None
+
+
+def sandbox_uid(sandbox_id: str, workspace: str) -> int:
+    """The workspace owner's uid, allotting (and chowning to) a free one on first use."""
+    ws = Path(workspace)
+    current = _owner(ws)
+    if current is not None and UID_BASE <= current < UID_BASE + UID_SPAN:
+        return current
+    taken = {_owner(other / "workspace") for other in ws.parent.parent.iterdir() if other != ws.parent}
+    start = int.from_bytes(hashlib.sha256(sandbox_id.encode()).digest()[:8], "big") % UID_SPAN
+    for step in range(UID_SPAN):
+        uid = UID_BASE + (start + step) % UID_SPAN
+        if uid not in taken:
+            break
+    chown_tree(ws, uid)
+    return uid
+
+
+def chown_tree(root: Path, uid: int) -> None:
+    """Hand a workspace to its sandbox's uid (a new one is empty; an old root-owned one is not)."""
+    os.chown(root, uid, uid)
+    os.chmod(root, 0o755)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            info = os.lstat(path)
+            if not os.path.isdir(path) and info.st_nlink > 1:
+                continue  # a hard link may be a host file (an old unisolated sandbox made it)
+            os.lchown(path, uid, uid)

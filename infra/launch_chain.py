@@ -1,0 +1,106 @@
+"""The launch chain: what runs, as root, between the server's fork and bubblewrap.
+
+``chain_argv`` prefixes every hardened launch (``infra.runtime.BwrapRuntime``):
+unshare --mount, then the ``_CHAIN`` shell, then [nsenter --net] setpriv, then env bwrap.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from .cgroups import Cgroups
+from .isolation import DEFAULT_PIDS_MAX, SandboxIsolation
+from .sandbox_tmp import sandbox_tmp_dir
+
+STAGE_DIR = "/run/sessiond/workspace"  # traversable by every uid; a mount point per launch
+STAGE_TMP_DIR = "/run/sessiond/tmp"     # the same for the sandbox's on-disk /tmp
+CHAIN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@dataclass
+class Hardening:
+    """What the hardened launch needs from the host, found once by ``detect_runtime``."""
+
+    bash: str
+    setpriv: str
+    unshare: str
+    mount: str
+    nsenter: str | None
+    seccomp_program: str              # compiled BPF (infra.seccomp_filter)
+    cgroups: Cgroups | None
+    as_root: bool = field(default_factory=lambda: os.geteuid() == 0)
+    pids_max: int = DEFAULT_PIDS_MAX
+    stage_dir: str = STAGE_DIR
+    stage_tmp_dir: str = STAGE_TMP_DIR
+    launch_dir: str = ""               # root-only: each attempt's environment for bwrap --args
+
+    def env_file(self, sandbox_id: str, attempt_id: str) -> str:
+        return os.path.join(self.launch_dir, f"{sandbox_id}.{attempt_id or 'launch'}.env")
+
+    def write_env(self, sandbox_id: str, attempt_id: str, env: dict[str, str]) -> str:
+        path = self.env_file(sandbox_id, attempt_id)
+        args = ["--clearenv"]
+        for key, value in env.items():
+            args += ["--setenv", key, value]
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"".join(arg.encode() + b"\0" for arg in args))
+        return path
+
+    def forget_env(self, sandbox_id: str, attempt_id: str) -> None:
+        try:
+            os.unlink(self.env_file(sandbox_id, attempt_id))
+        except FileNotFoundError:
+            pass
+
+    def forget_all_env(self, sandbox_id: str | None = None) -> None:
+        """Attempts that never started (or a crashed server's) leave their files behind."""
+        prefix = f"{sandbox_id}." if sandbox_id else ""
+        for name in os.listdir(self.launch_dir):
+            if name.startswith(prefix) and name.endswith(".env"):
+                try:
+                    os.unlink(os.path.join(self.launch_dir, name))
+                except FileNotFoundError:
+                    pass
+
+
+# Runs as the server's child, before anything of the tenant, in a mount namespace of its
+# own (``unshare --mount``): join the sandbox's cgroups (so not even a first fork escapes
+# the limits), make the sandbox the OOM killer's choice, bind the workspace onto the
+# staging dir (bwrap runs as the sandbox uid, which cannot traverse the data dir: 0700
+# parents such as /root), close every inherited descriptor (uvloop passes the server's
+# inheritable fds on: one pointing at the data dir would be a way out), open the seccomp
+# program and the session's environment, then exec the rest: [nsenter --net] setpriv
+# (sandbox uid, no_new_privs) env bwrap.
+#
+# The session's environment reaches only the command inside the sandbox: bwrap reads it
+# from fd 12 (``--args``, NUL-separated ``--setenv K V``) and everything before runs with a
+# fixed PATH alone. Spec env such as LD_PRELOAD=/workspace/x.so would otherwise be loaded
+# by these root-run tools. bash runs with --norc -p: with socket stdio (uvloop) Debian's
+# bash would read ~/.bashrc, and BASH_ENV or exported functions must not reach a root shell.
+_CHAIN = r"""
+n=$1; shift
+while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done
+echo 500 2>/dev/null > /proc/self/oom_score_adj
+"$1" --bind "$3" "$4" || exit 125
+[ -z "$6" ] || "$1" --bind "$6" "$7" || exit 125
+for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done
+exec 10<"$2" 12<"$5" || exit 125
+shift 7
+exec "$@"
+"""
+
+
+def chain_argv(hard: Hardening, isolation: SandboxIsolation, workspace_dir: str, attempt_id: str,
+               env_file: str) -> list[str]:
+    joins = isolation.cgroup.join_files(attempt_id) if isolation.cgroup is not None else []
+    chain = [hard.unshare, "--mount", "--propagation", "private", hard.bash, "--norc", "-p", "-c",
+             _CHAIN, "sandbox-init", str(len(joins)), *joins,
+             hard.mount, hard.seccomp_program, workspace_dir, hard.stage_dir, env_file,
+             sandbox_tmp_dir(workspace_dir) or "", hard.stage_tmp_dir]
+    if isolation.netns_path and hard.nsenter:
+        chain += [hard.nsenter, f"--net={isolation.netns_path}"]
+    chain.append(hard.setpriv)
+    if isolation.uid is not None:
+        chain += [f"--reuid={isolation.uid}", f"--regid={isolation.uid}", "--clear-groups"]
+    return chain + ["--no-new-privs"]
