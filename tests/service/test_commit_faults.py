@@ -100,3 +100,20 @@ def test_a_session_whose_creation_cannot_be_encoded_is_forgotten_not_half_stored
             await pipeline.run_in_writer(store.close)
             await asyncio.to_thread(writer.close)
     run(story)
+
+
+def test_a_read_only_or_full_store_is_a_507_and_any_other_refusal_a_503(tmp_path):
+    import sqlite3
+
+    from domain.model.errors import InsufficientStorageError, StoreUnavailableError
+    from domain.store_faults import store_error
+
+    path = tmp_path / "ro.sqlite"
+    sqlite3.connect(path).execute("CREATE TABLE t (x)").connection.commit()
+    read_only = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    with pytest.raises(sqlite3.OperationalError) as refused:
+        read_only.execute("INSERT INTO t VALUES (1)")
+    read_only.close()
+    assert isinstance(store_error(refused.value), InsufficientStorageError)
+    assert isinstance(store_error(OSError(28, "No space left on device")), InsufficientStorageError)
+    assert isinstance(store_error(sqlite3.OperationalError("database is locked")), StoreUnavailableError)
