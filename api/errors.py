@@ -17,6 +17,7 @@ STATUS: list[tuple[type, int, str]] = [
     (e.SandboxNotFoundError, 404, "not_found"),
     (e.CursorExpiredError, 410, "event_cursor_expired"),
     (e.InputBufferFullError, 429, "input_buffer_full"),
+    (e.InsufficientStorageError, 507, "insufficient_storage"),
     (e.SandboxConflictError, 409, "conflict"),
     (e.ConflictError, 409, "session_conflict"),
     (e.InvalidRequestError, 400, "invalid_request"),

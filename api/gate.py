@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from sanic import Request
 
+from .errors import AEROLVM_PREFIX, aerolvm_error, envelope
+
 READ_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
 
 
@@ -24,8 +26,29 @@ def runtime_call(request: Request) -> str | None:
     return request.match_info.get("sandbox_id")
 
 
+def undecodable_header(request: Request) -> str | None:
+    """The name of a header whose value is not UTF-8 (Sanic keeps such bytes as surrogates,
+    which no store or JSON encoder accepts), else None."""
+    for name, value in request.headers.items():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return name.encode("ascii", "replace").decode()
+    return None
+
+
 def install_runtime_gate(app) -> None:
     """Install after auth: an unauthenticated request must never wake a sandbox."""
+
+    @app.on_request
+    async def refuse_undecodable_headers(request: Request):
+        name = undecodable_header(request)
+        if name is None:
+            return None
+        message = f"header {name} is not valid UTF-8"
+        if request.path.startswith(AEROLVM_PREFIX):
+            return aerolvm_error(400, message)
+        return envelope(400, "invalid_request", message)
 
     @app.on_request
     async def admit_session_call(request: Request):

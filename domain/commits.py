@@ -4,21 +4,43 @@ Output is appended per session as runs of one stream; a run becomes an ``output`
 event when it reaches CHUNK_BYTES or when the next tick starts. A tick takes whatever
 accumulated while the previous commit ran, so a quiet pipe is flushed at once and a
 busy one batches by itself. Replies and subscribers only see committed events.
+
+A store that refuses a write costs its own sandbox and nothing else (``store_faults``):
+the writer commits each store on its own. When a store is full or read-only, its
+batch is kept in order, in memory, and retried every RETRY_S; its output sources are
+paused (the child blocks on its pipe) and the callers of that store get 507 until a
+retry succeeds. A batch holding a value the store cannot encode is a bug that must not
+wedge the store: that aggregate is rolled back to what is stored and the rest commits.
+Fairness: a tick takes at most TICK_SHARE of each session's buffered output (the rest
+waits for the next tick, which follows at once), so a small write never waits behind
+more than one bounded tick. While other sessions write (within CONTENDED_S), a flood
+gets CONTENDED_SHARE per tick and its reader pauses at CONTENDED_HIGH, so it yields the
+CPU too; alone it runs at full speed and pauses only at SESSION_HIGH, before the global
+HIGH_WATER would pause everyone's.
 """
 from __future__ import annotations
 
 import asyncio
 from typing import Callable, Protocol
 
+from .model.journal import OUTPUT_TOPIC
 from .model.retention import chunk_limit
+from .store_faults import AppBatch, AppOutcome, StoreFaults, unencodable
 
 CHUNK_BYTES = 256 * 1024
 HIGH_WATER = 32 * 1024 * 1024   # uncommitted output bytes before readers are paused
 LOW_WATER = 16 * 1024 * 1024
+TICK_SHARE = 4 * 1024 * 1024    # output of one session per tick: a flood never makes a tick long
+CONTENDED_SHARE = 256 * 1024     # ...and less while other sessions have something to commit
+CONTENDED_S = 0.5                # "other sessions write" means: within the last half second
+SESSION_HIGH = 16 * 1024 * 1024  # one session's uncommitted output before its reader pauses
+CONTENDED_HIGH = 256 * 1024     # ...while other sessions write too: a flood yields the CPU
+SESSION_LOW = 128 * 1024
+RETRY_S = 0.25                  # a refused store is retried this often
 
 
 class CommitSink(Protocol):
-    def submit(self, tick: list, done: Callable[[BaseException | None], None]) -> None: ...
+    def submit(self, tick: list, done: Callable[[list], None]) -> None: ...
     def run_in_writer(self, fn: Callable[[], object],
                       done: Callable[[object, BaseException | None], None]) -> None: ...
 
@@ -47,12 +69,16 @@ class CommitPipeline:
         self._on_committed = on_committed
         # id(aggregate) -> what it owes the store (aggregates are unhashable)
         self._pending: dict[int, _Pending] = {}
-        self._waiters: list[asyncio.Future] = []
+        self._waiters: list[tuple[asyncio.Future, object]] = []  # (future, app or None = all)
         self._busy = False
         self._scheduled = False
         self._uncommitted_output = 0
-        self._paused: set = set()
-        self.failure: BaseException | None = None
+        self._session_output: dict[int, int] = {}  # id(session) -> uncommitted output bytes
+        self._paused: dict[object, tuple[object, int]] = {}  # source -> (app, id(session))
+        self.faults = StoreFaults()
+        self._retry: asyncio.TimerHandle | None = None
+        self._contended = False  # another aggregate was committed within CONTENDED_S
+        self._shared_at = float("-inf")
 
     # ---- staging ------------------------------------------------------------------------
     def stage(self, app, aggregate) -> None:
@@ -68,6 +94,7 @@ class CommitPipeline:
     def add_output(self, app, session, stream: str, data: bytes, source: Pausable | None) -> None:
         pending = self._owed(app, session)
         runs = pending.runs
+        size = len(data)  # all of it is owed, also the part split into runs below
         limit = chunk_limit(session.spec, CHUNK_BYTES)
         if len(data) > limit:  # a small retention budget needs events smaller than one read
             for start in range(0, len(data) - limit, limit):
@@ -78,11 +105,15 @@ class CommitPipeline:
             runs[-1][2] += len(data)
         else:
             runs.append([stream, [data], len(data)])
-        pending.output_bytes += len(data)
-        self._uncommitted_output += len(data)
-        if source is not None and self._uncommitted_output > HIGH_WATER and source not in self._paused:
+        pending.output_bytes += size
+        self._uncommitted_output += size
+        mine = self._session_output.get(id(session), 0) + size
+        self._session_output[id(session)] = mine
+        if source is not None and source not in self._paused and (
+                mine > (CONTENDED_HIGH if self._contended else SESSION_HIGH)
+                or self._uncommitted_output > HIGH_WATER or app in self.faults):
             source.pause_output()  # the child is slowed by the writer, never by a subscriber
-            self._paused.add(source)
+            self._paused[source] = (app, id(session))
         self._schedule()
 
     def add_snapshot(self, app, aggregate, snapshot) -> None:
@@ -95,17 +126,24 @@ class CommitPipeline:
         if pending is not None:
             self._materialize_owed(session, pending)
 
-    async def flush(self) -> None:
-        """A durability point: return once everything staged so far is committed."""
-        if self.failure is not None:
-            raise self.failure
+    def check_writable(self, app) -> None:
+        """Refuse a new write to a store that is refusing writes (507/503), before it has
+        any effect; stop and KILL do not ask, they act and then wait like any write."""
+        self.faults.check(app)
+
+    async def flush(self, app=None) -> None:
+        """A durability point: return once everything staged so far for ``app`` (every store
+        when None) is committed; raise the store's error if that commit was refused."""
         waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        self._waiters.append((waiter, app))
         self._schedule()
         await waiter
 
     def drop(self, session) -> None:
-        self._pending.pop(id(session), None)
+        owed = self._pending.pop(id(session), None)
+        if owed is not None:
+            self._uncommitted_output -= owed.output_bytes
+        self._session_output.pop(id(session), None)
 
     async def run_in_writer(self, fn: Callable[[], object]):
         """Run a store operation (retention delete, vacuum) on the writer thread, after every
@@ -130,62 +168,154 @@ class CommitPipeline:
         if self._busy:
             return
         pending, self._pending = self._pending, {}
-        waiters, self._waiters = self._waiters, []
-        by_app: dict[object, tuple[list, list]] = {}
-        committed: list[tuple[object, object, list]] = []
-        output_bytes = 0
+        batches: dict[object, AppBatch] = {}
+        now = asyncio.get_running_loop().time()
+        if len(pending) > 1:
+            self._shared_at = now
+        self._contended = now - self._shared_at < CONTENDED_S
+        share = CONTENDED_SHARE if self._contended else TICK_SHARE
+        if any(app is None for _, app in self._waiters):  # flush() of every store: drain all
+            share = None
         for owed in pending.values():
             session = owed.aggregate
             if getattr(owed.app, "released", False):  # store sealed by the pause hook: drop
                 self._uncommitted_output -= owed.output_bytes
+                self._session_output.pop(id(session), None)
                 session.collect_events()
                 continue
-            output_bytes += owed.output_bytes
-            self._materialize_owed(session, owed)
+            taken = self._materialize_owed(session, owed, share)
+            if owed.runs:  # the rest of a flood waits for the next tick
+                rest = self._pending[id(session)] = _Pending(owed.app, session)
+                rest.runs, owed.runs = owed.runs, []
+                rest.output_bytes = owed.output_bytes - taken
             events = session.collect_events()
-            if not events and not owed.snapshots:
-                continue
-            events_list, snapshots = by_app.setdefault(owed.app, ([], []))
-            events_list.extend(events)
-            snapshots.extend(owed.snapshots)
-            if events:
-                committed.append((owed.app, session, events))
-        if not by_app:
-            self._resolve(waiters, None)
+            if events or owed.snapshots or taken:
+                batch = batches.get(owed.app)
+                if batch is None:
+                    batch = batches[owed.app] = AppBatch(owed.app)
+                batch.add(session, events, owed.snapshots, taken)
+        held = self.faults.merge_backlogs(batches, now)  # refused stores wait for their retry
+        taken, self._waiters, waiters = self._waiters, [], []
+        for entry in taken:  # a waiter on a store held for its retry is answered by that retry
+            (self._waiters if entry[1] in held else waiters).append(entry)
+        held_errors = {app: self.faults.error(app) for app in held}  # for flush() of every store
+        tick = []
+        for batch in batches.values():
+            if getattr(batch.app, "released", False):  # a held store the pause hook sealed
+                self.faults.forget(batch.app)
+                self._settle_output(batch)
+            elif batch.events or batch.snapshots:
+                tick.append(batch)
+            else:  # output counted, nothing to write
+                self._settle_output(batch)
+        self._arm_retry(now)
+        if not tick:
+            self._resolve(waiters, held_errors)
             return
         self._busy = True
-        tick = [(app, events, snaps) for app, (events, snaps) in by_app.items()]
-        self._sink.submit(tick, lambda error: self._done(error, committed, waiters, output_bytes))
+        self._sink.submit([(b.app, b.events, b.snapshots) for b in tick],
+                          lambda outcomes: self._done(tick, outcomes, waiters, held_errors))
 
-    def _materialize_owed(self, session, owed: _Pending) -> None:
-        if owed.runs:
-            at_ns = self._now_ns()
-            for stream, parts, _size in owed.runs:
-                session.record_output(stream, parts[0] if len(parts) == 1 else b"".join(parts), at_ns)
-            owed.runs = []
+    def _arm_retry(self, now: float) -> None:
+        if self.faults.held and self._retry is None:
+            self._retry = asyncio.get_running_loop().call_later(self.faults.next_retry(now), self._retry_due)
 
-    def _done(self, error, committed, waiters, output_bytes: int) -> None:
+    def _retry_due(self) -> None:
+        self._retry = None
+        self._schedule()
+
+    def _materialize_owed(self, session, owed: _Pending, share: int | None = None) -> int:
+        """Output runs become events, in order, up to ``share`` bytes (all when None); the
+        runs left are kept on ``owed``. Returns the bytes of output now carried by events."""
+        if not owed.runs:
+            return owed.output_bytes
+        at_ns = self._now_ns()
+        done = size_done = 0
+        for stream, parts, size in owed.runs:
+            if share is not None and size_done and size_done + size > share:
+                break
+            session.record_output(stream, parts[0] if len(parts) == 1 else b"".join(parts), at_ns)
+            done += 1
+            size_done += size
+        owed.runs = owed.runs[done:]
+        return owed.output_bytes if not owed.runs else size_done
+
+    def _done(self, tick: list[AppBatch], outcomes: list[AppOutcome], waiters, held_errors) -> None:
         self._busy = False
-        self._uncommitted_output -= output_bytes
-        if error is not None:
-            # The aggregates are ahead of the store: nothing more can be acknowledged.
-            self.failure = error
-        else:
-            for app, aggregate, events in committed:
-                self._on_committed(app, aggregate, events)
-        if self._paused and self._uncommitted_output < LOW_WATER:
-            for source in self._paused:
-                source.resume_output()
-            self._paused.clear()
-        self._resolve(waiters, error)
+        errors: dict[object, BaseException] = dict(held_errors)
+        loop_now = asyncio.get_running_loop().time()
+        for batch, outcome in zip(tick, outcomes):
+            if outcome.store_error is not None:  # kept, in order, for the next retry
+                self.faults.hold(batch, outcome.store_error, loop_now + RETRY_S)
+                errors[batch.app] = outcome.store_error
+                continue
+            self.faults.clear(batch.app)
+            if outcome.rolled_back:
+                errors[batch.app] = outcome.poison_error
+                self._roll_back(batch, outcome.rolled_back)
+            for session, events in batch.committed:
+                if events and session.id not in outcome.rolled_back:
+                    self._on_committed(batch.app, session, events)
+            self._settle_output(batch)
+        self._resume_sources()
+        self._resolve(waiters, errors)
+        self._arm_retry(loop_now)
         if self._pending or self._waiters:
             self._schedule()
 
+    def _settle_output(self, batch: AppBatch) -> None:
+        for key, size in batch.output.items():
+            self._uncommitted_output -= size
+            left = self._session_output.get(key, 0) - size
+            if left > 0:
+                self._session_output[key] = left
+            else:
+                self._session_output.pop(key, None)
+
+    def _resume_sources(self) -> None:
+        if not self._paused or self._uncommitted_output >= LOW_WATER:
+            return
+        for source, (app, key) in list(self._paused.items()):
+            if app not in self.faults and self._session_output.get(key, 0) < SESSION_LOW:
+                del self._paused[source]
+                source.resume_output()
+
+    def _roll_back(self, batch: AppBatch, stored: dict) -> None:
+        """Poisoned aggregates go back to their stored state; their output is kept (re-queued),
+        and later events staged on them are void, so no seq is skipped or reused."""
+        done: set[int] = set()
+        for session, events in batch.committed:
+            if session.id not in stored:
+                continue
+            replay = [(e.stream, e.data) for e in events if e.TOPIC == OUTPUT_TOPIC]
+            if id(session) not in done:
+                done.add(id(session))
+                later = self._pending.pop(id(session), None)
+                session.collect_events()
+                batch.app.restore(session, stored[session.id])
+                if later is not None and later.runs:
+                    replay.extend((stream, b"".join(parts)) for stream, parts, _ in later.runs)
+            for stream, data in replay:  # output is never dropped: it lands again, renumbered
+                self.add_output(batch.app, session, stream, data, None)
+        # A request that staged on this store after the failed tick began must not be told
+        # its events are committed: they were voided with the rollback.
+        kept = []
+        for waiter, app in self._waiters:
+            if app is None or app is batch.app:
+                if not waiter.done():
+                    waiter.set_exception(unencodable())
+            else:
+                kept.append((waiter, app))
+        self._waiters = kept
+
     @staticmethod
-    def _resolve(waiters, error) -> None:
-        for waiter in waiters:
-            if not waiter.done():
-                if error is None:
-                    waiter.set_result(None)
-                else:
-                    waiter.set_exception(error)
+    def _resolve(waiters, errors: dict) -> None:
+        for waiter, app in waiters:
+            if waiter.done():
+                continue
+            error = errors.get(app) if app is not None else next(iter(errors.values()), None)
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
+

@@ -137,7 +137,7 @@ async def pause_runtime(service, gate: RuntimeGate, checkpoints: Checkpoints, hu
         raise PauseCancelled()
     frozen = freeze(service, clock.now_ns())
     try:
-        await service.pipeline.flush()
+        await service.pipeline.flush(service.supervisor)
         if gate.cancel_requested:
             raise PauseCancelled()
     except BaseException:
@@ -196,7 +196,7 @@ async def thaw(service, frozen: list, at_ns: int) -> None:
     service.expiry.start()
     service.retention.start()
     try:
-        await service.pipeline.flush()
+        await service.pipeline.flush(service.supervisor)
     except Exception:
         log.exception("sandbox %s: recording the thaw failed", service.sandbox_id)
 
@@ -216,7 +216,7 @@ async def _commit_snapshots(service, by_user: bool, clock) -> tuple:
         pipeline.materialize(aggregate)  # output read before the freeze lands before the snapshot
         pipeline.add_snapshot(supervisor, aggregate, take_snapshot(aggregate))
     pipeline.stage(supervisor, paused)
-    await pipeline.flush()
+    await pipeline.flush(supervisor)
     return paused, build_manifest(supervisor, paused, by_user, now)
 
 

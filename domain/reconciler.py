@@ -17,6 +17,7 @@ from .ports import AttemptHandle, ExitStatus, StartFailedError, TerminalSize
 
 log = logging.getLogger(__name__)
 INPUT_QUEUE_OPS = 256
+INPUT_QUEUE_BYTES = 16 * 1024 * 1024  # stdin not yet written to the process, per attempt
 KILL_WAIT_S = 5.0
 _CLOSE = object()  # an input op meaning "EOF after everything queued before it"
 
@@ -29,6 +30,7 @@ class LiveAttempt:
     input_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     exited: asyncio.Event = field(default_factory=asyncio.Event)
     eof_queued: bool = False
+    queued_bytes: int = 0
     exit_reason: str = ""
     tasks: set = field(default_factory=set)
     token_tail: bytes = b""
@@ -129,7 +131,10 @@ class Reconciler:
                 if op is _CLOSE:
                     await live.handle.close_input()
                 else:
-                    await live.handle.write(op)
+                    try:
+                        await live.handle.write(op)
+                    finally:
+                        live.queued_bytes -= len(op)
                 if done is not None and not done.done():
                     done.set_result(None)
             except (OSError, RuntimeError) as exc:
@@ -141,6 +146,7 @@ class Reconciler:
         loop = asyncio.get_running_loop()
         close_done = loop.create_future() if eof else None
         if data:
+            live.queued_bytes += len(data)
             live.ops.put_nowait((data, None))
         if eof:
             live.eof_queued = True
@@ -182,7 +188,7 @@ class Reconciler:
             if session.phase == "backoff" and session.desired_state == "running" \
                     and session.id in self.ctx.supervisor.sessions:
                 await self.start_attempt(session, "restart_policy")  # BACKOFF -> STARTING
-                await self.ctx.pipeline.flush()
+                await self.ctx.pipeline.flush(self.ctx.supervisor)
 
     def cancel_timer(self, session_id: str) -> None:
         timer = self.timers.pop(session_id, None)

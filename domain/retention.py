@@ -31,11 +31,11 @@ log = logging.getLogger(__name__)
 SWEEP_S = 30.0
 PURGE_DELAY_S = 1.0  # trims within a second share one checkpoint...
 PURGE_NOW_BYTES = 16 * 1024 * 1024  # ...unless this much (or half the budget) is waiting
-DELETE_ROWS = 256  # per transaction: the writer is never held for long
+DELETE_ROWS = 64  # per transaction: the writer is never held for long (a tick waits at most one)
 SNAPSHOT_EVENTS = 500
 SNAPSHOT_BYTES = 64 * 1024 * 1024
-KEEP_FREE_PAGES = 512  # 32 MiB of 64 KiB pages stay free for the next inserts
-VACUUM_PAGES = 256  # per writer call
+KEEP_FREE_PAGES = 128  # 8 MiB of 64 KiB pages stay free for the next inserts
+VACUUM_PAGES = 64  # per writer call (4 MiB of 64 KiB pages)
 _UNSAVED = ("_id", "_version", "_pending_events")
 
 
@@ -183,7 +183,12 @@ class Retention:
             self._unpurged.pop(session_id, None)
         if not saved:
             return
-        await self.pipeline.flush()  # the snapshots are committed: rows below them may go
+        try:
+            await self.pipeline.flush(self.supervisor)  # the snapshots are committed: rows below them may go
+        except Exception:  # e.g. a full disk: the snapshots stay queued; ask again for the deletes
+            for session_id in saved:
+                self._request(session_id, 1.0)
+            raise
         store: JournalStore = self.supervisor.factory
         deleted_any = False
         for session_id, (version, through) in saved.items():

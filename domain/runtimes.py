@@ -15,6 +15,7 @@ import logging
 from .lifecycle import BARRIER_DRAIN_S, PauseCancelled, RuntimeGate, Ticket, pause_runtime, verify_manifest
 from .model.errors import (
     DomainError,
+    InsufficientStorageError,
     SandboxNotFoundError,
     SandboxResumeFailedError,
     UnavailableError,
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 SWEEP_S = 1.0          # ttl and hard_ttl deadlines are enforced within about a second
 SHUTDOWN_DRAIN_S = 1.0  # at shutdown the HTTP server has already finished its requests
 ADMIT_TRIES = 3
+PAUSE_MIN_FREE_BYTES = 16 * 1024 * 1024  # room for the snapshots and the WAL of a checkpoint
 
 
 class RuntimeLifecycle:
@@ -42,6 +44,8 @@ class RuntimeLifecycle:
         """Let a session call in (contract §4.2): a paused sandbox is resumed when it has
         ``auto_resume``, else 503; while a pause runs, mutating calls get 503."""
         for _ in range(ADMIT_TRIES):
+            if sandbox_id not in self.services and sandbox_id not in self.parked:
+                raise SandboxNotFoundError()  # no gate object is kept for an id that does not exist
             gate = self.gate(sandbox_id)
             if sandbox_id in self.services:
                 if gate.barrier and (gate.sealing or gate.automatic):
@@ -72,6 +76,7 @@ class RuntimeLifecycle:
             service = self.service_for(sandbox_id)
             if self.checkpoints is None:
                 raise UnavailableError("sandbox checkpoint pause is not available")
+            self._check_room_to_checkpoint(service.supervisor)
             gate.raise_barrier(automatic)
             try:
                 paused = await pause_runtime(service, gate, self.checkpoints, self.hub, self.clock,
@@ -90,6 +95,15 @@ class RuntimeLifecycle:
             finally:
                 gate.lower_barrier()
             return service.supervisor.sandbox
+
+    def _check_room_to_checkpoint(self, supervisor) -> None:
+        """Refuse a pause up front (507) rather than freeze everything and fail half-way."""
+        self.pipeline.check_writable(supervisor)
+        free = supervisor.free_bytes()
+        if free is not None and free < PAUSE_MIN_FREE_BYTES:
+            raise InsufficientStorageError(
+                f"not enough free space to checkpoint the sandbox: {free} bytes free, "
+                f"{PAUSE_MIN_FREE_BYTES} needed")
 
     async def resume(self, sandbox_id: str):
         """Bring a paused sandbox back as a new runtime generation (a no-op when running)."""
@@ -199,7 +213,7 @@ class RuntimeLifecycle:
         if service is not None:
             command(service.supervisor.sandbox, now)
             self.pipeline.stage(service.supervisor, service.supervisor.sandbox)
-            await self.pipeline.flush()
+            await self.pipeline.flush(service.supervisor)
             return service.supervisor.sandbox
         sandbox = self.parked.get(sandbox_id)
         if sandbox is None:
@@ -209,7 +223,7 @@ class RuntimeLifecycle:
         command(sandbox, now)
         self.pipeline.stage(supervisor, sandbox)
         try:
-            await self.pipeline.flush()
+            await self.pipeline.flush(supervisor)
         finally:
             supervisor.released = True
             await self.pipeline.run_in_writer(lambda: self.checkpoints.seal(sandbox_id, supervisor))

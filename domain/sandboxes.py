@@ -21,6 +21,7 @@ from .model.sandbox import Sandbox
 from .networks import NetworkLifecycle, NoNetworks
 from .runtimes import RuntimeLifecycle
 from .service import SandboxService
+from .store_faults import store_error
 from .supervisor import SessionSupervisor
 
 log = logging.getLogger(__name__)
@@ -112,7 +113,7 @@ class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
             self.pipeline.stage(supervisor, session)
             if action == "restart":
                 await service.reconciler.start_attempt(session, "runtime_recovered")
-        await self.pipeline.flush()
+        await self.pipeline.flush(supervisor)
 
     # ---- sandbox operations ---------------------------------------------------------------
     async def claim(self, template: str, config: dict) -> Sandbox:
@@ -120,8 +121,12 @@ class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
             raise InvalidRequestError(f"template {template!r} not found")
         config = {"network": template_policy(template), **config}
         sandbox_id = sandbox_id_from(self.new_uuid_hex())
-        await asyncio.to_thread(self.files.create, sandbox_id)
-        supervisor = await asyncio.to_thread(self.files.open_store, sandbox_id)
+        try:
+            await asyncio.to_thread(self.files.create, sandbox_id)
+            supervisor = await asyncio.to_thread(self.files.open_store, sandbox_id)
+        except Exception as exc:  # a full disk cannot even hold a new store: 507
+            await asyncio.to_thread(self.files.remove, sandbox_id)
+            raise store_error(exc) from exc
         supervisor.sandbox = Sandbox.claim(sandbox_id, template, config, self.clock.now_ns())
         service = self._service(sandbox_id, supervisor)
         try:
@@ -134,7 +139,11 @@ class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
             raise
         self.services[sandbox_id] = service
         self.pipeline.stage(supervisor, supervisor.sandbox)
-        await self.pipeline.flush()
+        try:
+            await self.pipeline.flush(supervisor)
+        except Exception:  # not acknowledged: it must not appear later either
+            await self._remove(sandbox_id)
+            raise
         return supervisor.sandbox
 
     def sandbox(self, sandbox_id: str) -> Sandbox:
@@ -169,6 +178,7 @@ class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
         return sorted(sandboxes, key=lambda sb: (-sb.created_ns, sb.id))
 
     async def delete(self, sandbox_id: str) -> None:
+        self.sandbox(sandbox_id)  # 404 before a gate object exists for an unknown id
         async with self.gate(sandbox_id).lock:  # after any pause or resume in progress
             await self._remove(sandbox_id)
         self.gates.pop(sandbox_id, None)
@@ -182,8 +192,12 @@ class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
             for session in service.list_sessions():
                 self.hub.close_session(session.id, "deleted")
             await service.reconciler.kill_everything()
-            await self.pipeline.flush()
+            try:
+                await self.pipeline.flush(service.supervisor)
+            except Exception as exc:  # a full disk must not keep a sandbox alive: it goes anyway
+                log.warning("sandbox %s: deleting without its last events: %s", sandbox_id, exc)
             service.supervisor.released = True
+            self.pipeline.faults.forget(service.supervisor)
             # Closed on the writer thread, after any store work queued for it: closing a
             # SQLite connection another thread is using can crash the process.
             await self.pipeline.run_in_writer(service.supervisor.close)

@@ -26,7 +26,7 @@ from .model.policies import expiry_due
 from .model.session import Session, input_digest
 from .model.signals import signal_description
 from .model.spec import execution_changed, normalize_spec
-from .reconciler import INPUT_QUEUE_OPS, Reconciler
+from .reconciler import INPUT_QUEUE_BYTES, INPUT_QUEUE_OPS, Reconciler
 from .retention import Retention
 from .supervisor import SessionSupervisor
 
@@ -116,7 +116,8 @@ class SandboxService(JournalViews):
 
     async def create_session(self, raw_spec, idempotency_key: str) -> tuple[Session, bool]:
         spec = normalize_spec(raw_spec)
-        key = idempotency_key.strip()
+        key = rq.bounded_key(idempotency_key, "Idempotency-Key")
+        self.pipeline.check_writable(self.supervisor)
         async with self.create_lock:  # concurrent creates with one key yield one session
             existing_id = self.supervisor.creation_keys.get(key) if key else None
             if existing_id is not None:
@@ -136,12 +137,13 @@ class SandboxService(JournalViews):
                 if session.desired_state == "running":
                     # A start failure is recorded on the attempt; create still answers 201.
                     await self.reconciler.start_attempt(session, "created")
-                await self.pipeline.flush()
+                await self.pipeline.flush(self.supervisor)
             return session, True
 
     async def update_session(self, session_id: str, raw_spec) -> Session:
         spec = normalize_spec(raw_spec)  # validation before lookup (contract §1.4)
         self.session(session_id)
+        self.pipeline.check_writable(self.supervisor)
         async with self.lifecycle_lock(session_id):
             session = self.session(session_id)  # a delete may have finished while we waited
             old_spec = session.spec
@@ -161,13 +163,15 @@ class SandboxService(JournalViews):
 
     async def _committed(self, start_failure: Exception | None) -> None:
         """The durability point of a lifecycle call; a failed start is then a 500 (contract §1.4-§1.7)."""
-        await self.pipeline.flush()
+        await self.pipeline.flush(self.supervisor)
         if start_failure is not None:
             raise OperationFailedError(str(start_failure))
 
     async def set_desired_state(self, session_id: str, body: dict) -> Session:
         state = rq.parse_desired_state(body)  # before lookup (contract §1.6)
         self.session(session_id)
+        if state == "running":  # a stop acts even on a full disk, then waits like any write
+            self.pipeline.check_writable(self.supervisor)
         async with self.lifecycle_lock(session_id):
             session = self.session(session_id)
             self._record(session, session.set_desired_state, state, self.clock.now_ns())
@@ -184,6 +188,7 @@ class SandboxService(JournalViews):
     async def create_attempt(self, session_id: str, body: dict) -> Session:
         self.session(session_id)
         replace = rq.parse_replace_current(body)
+        self.pipeline.check_writable(self.supervisor)
         async with self.lifecycle_lock(session_id):
             session = self.session(session_id)
             if session.has_live_attempt:
@@ -208,7 +213,7 @@ class SandboxService(JournalViews):
             self.reconciler.cancel_timer(session_id)
             if session.has_live_attempt:
                 await self.reconciler.stop_attempt(session, "session_expired")
-            await self.pipeline.flush()
+            await self.pipeline.flush(self.supervisor)
         return True
 
     async def delete_session(self, session_id: str) -> None:
@@ -220,7 +225,7 @@ class SandboxService(JournalViews):
                 self.reconciler.cancel_timer(session_id)
                 if session.has_live_attempt:
                     await self.reconciler.stop_attempt(session, "session_deleted")
-                await self.pipeline.flush()
+                await self.pipeline.flush(self.supervisor)
             except BaseException:
                 self.deleting.discard(session_id)
                 raise
@@ -236,6 +241,7 @@ class SandboxService(JournalViews):
     async def write_input(self, session_id: str, body: dict) -> dict:
         rq.check_input_types(body)
         session = self.session(session_id)
+        self._refuse_when_full(session, body)
         request = rq.parse_input(body)
         live = self.reconciler.live.get(session_id)
         lock = live.input_lock if live is not None else asyncio.Lock()
@@ -252,15 +258,29 @@ class SandboxService(JournalViews):
                 raise OperationFailedError("process not running")
             if live.ops.qsize() + (1 if request.data else 0) + (1 if request.eof else 0) > INPUT_QUEUE_OPS:
                 raise InputBufferFullError()
+            # Bounded in bytes too; one input larger than the bound is taken when nothing waits.
+            if live.queued_bytes and live.queued_bytes + len(request.data) > INPUT_QUEUE_BYTES:
+                raise InputBufferFullError()
+            self.pipeline.check_writable(self.supervisor)  # 507 before the process sees a byte
             if live.eof_queued and request.data:
                 raise OperationFailedError("process not running")
             close_done = self.reconciler.queue_input(live, request.data, request.eof)
             self._record(session, session.accept_input, request.input_id, digest_of(attempt_id),
-                         self.clock.now_ns())
-            await self.pipeline.flush()
+                         self.clock.now_ns(), len(request.data), request.eof)
+            await self.pipeline.flush(self.supervisor)
             if close_done is not None:
                 await _wait_close(close_done, live)
         return _input_reply(request.input_id, attempt_id, False)
+
+    def _refuse_when_full(self, session: Session, body: dict) -> None:
+        """429 before decoding a body whose bytes could not be queued anyway: a storm of large
+        inputs would otherwise hold a decoded copy of each (a retry of a known id still
+        reaches its dedupe)."""
+        live = self.reconciler.live.get(session.id)
+        if live is None or not live.queued_bytes or (body.get("input_id") or "").strip() in session.receipts:
+            return
+        if live.queued_bytes + len(body.get("data_base64") or "") * 3 // 4 > INPUT_QUEUE_BYTES:
+            raise InputBufferFullError()
 
     async def send_signal(self, session_id: str, body: dict) -> None:
         signum, expected = rq.parse_signal_request(body)  # before lookup (contract §1.9)
@@ -271,18 +291,19 @@ class SandboxService(JournalViews):
             raise OperationFailedError("process not running")
         live.handle.send_signal(signum)
         self._record(session, session.record_signal, signum, signal_description(signum), self.clock.now_ns())
-        await self.pipeline.flush()
+        await self.pipeline.flush(self.supervisor)
 
     async def resize(self, session_id: str, body: dict) -> None:
         rows, cols, expected = rq.parse_resize(body)  # before lookup (contract §1.10)
         session = self.session(session_id)
         session.check_resize(expected)
+        self.pipeline.check_writable(self.supervisor)
         live = self.reconciler.live.get(session_id)
         if live is None or live.handle is None:
             raise OperationFailedError("process not running")
         live.handle.resize(rows, cols)
         self._record(session, session.record_resize, rows, cols, self.clock.now_ns())
-        await self.pipeline.flush()
+        await self.pipeline.flush(self.supervisor)
 
 
 def _input_reply(input_id: str, attempt_id: str, duplicate: bool) -> dict:

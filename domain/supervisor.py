@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 
-from eventsourcing.application import Application
+from eventsourcing.application import AggregateNotFoundError, Application
 
 from .model import events as ev
 from .model.errors import UnavailableError
@@ -80,6 +80,31 @@ class SessionSupervisor(Application[str]):
         with self.factory.datastore.transaction(commit=False) as cursor:
             cursor.execute("SELECT DISTINCT originator_id FROM stored_events")
             return [row[0] for row in cursor.fetchall()]
+
+    def stored_copy(self, originator_id: str):
+        """The aggregate as its store holds it, or None if nothing of it was ever stored
+        (sync: the writer thread calls it after a refused commit)."""
+        try:
+            return self.repository.get(originator_id, projector_func=_project)
+        except AggregateNotFoundError:
+            return None
+
+    def restore(self, live, stored) -> None:
+        """Roll a live aggregate back to its stored state, in place: the reconciler, the
+        runners' callbacks and the pipeline keep the same object."""
+        if stored is None:
+            if isinstance(live, Session):
+                self.forget(live)
+            return
+        live.__dict__.clear()
+        live.__dict__.update(stored.__dict__)
+        if isinstance(live, Session):
+            self.committed_seq[live.id] = live.version
+
+    def free_bytes(self) -> int | None:
+        """Free space on the store's filesystem (None when the store has no file)."""
+        free = getattr(self.factory, "free_bytes", None)
+        return free() if free is not None else None
 
     def adopt(self, session: Session) -> None:
         self.sessions[session.id] = session

@@ -148,10 +148,10 @@ class TimedSink:
     def submit(self, tick, done) -> None:
         started = time.perf_counter()
 
-        def timed(error) -> None:
-            if error is None:
+        def timed(outcomes) -> None:  # one AppOutcome per store of the tick
+            if not any(outcome.store_error is not None for outcome in outcomes):
                 self._on_tick(time.perf_counter() - started)
-            done(error)
+            done(outcomes)
 
         self._writer.submit(tick, timed)
 

@@ -6,12 +6,14 @@ can hand freed pages back. Every connection lowers ``wal_autocheckpoint``.
 """
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
 from eventsourcing.sqlite import SQLiteFactory
 
 DB_NAME = "journal.sqlite"
+WAL_LIMIT_BYTES = 8 * 1024 * 1024
 
 
 class TunedSQLiteFactory(SQLiteFactory):
@@ -25,6 +27,9 @@ class TunedSQLiteFactory(SQLiteFactory):
         def tuned_connection():
             connection = create()
             connection._sqlite_conn.execute("PRAGMA wal_autocheckpoint=256")
+            # A WAL file keeps its largest size unless told otherwise: after a flood it would
+            # hold tens of MiB that retention had already freed (issue 10: bound the disk).
+            connection._sqlite_conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
             return connection
 
         pool._create_connection = tuned_connection
@@ -37,6 +42,11 @@ class TunedSQLiteFactory(SQLiteFactory):
             recorder.insert_events_statement = recorder.insert_events_statement.replace(
                 "INSERT INTO", "INSERT OR REPLACE INTO", 1)
         return recorder
+
+    def free_bytes(self) -> int:
+        """Bytes an unprivileged writer can still use on the store's filesystem."""
+        stats = os.statvfs(os.path.dirname(self.datastore.pool.db_name) or ".")
+        return stats.f_bavail * stats.f_frsize
 
     # ---- journal maintenance (retention, audit): SQL the library has no API for ----------
     def trim_events(self, originator_id: str, gt: int, lte: int, keep_topics, limit: int,

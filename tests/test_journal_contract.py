@@ -33,11 +33,23 @@ def a_session_with_history() -> Session:
     s.record_started(4242, 99, T0 + 2000)
     s.record_ready(T0 + 3000)
     s.record_output("stdout", b"hello\n" * 400, T0 + 4000)
-    s.accept_input("i1", "digest", T0 + 5000)
+    s.accept_input("i1", "digest", T0 + 5000, 3, True)
     s.record_signal(15, "terminated", T0 + 6000)
     s.begin_stop("desired_state_stopped", T0 + 7000)
     s.record_exit(None, 15, T0 + 8000)
     return s
+
+
+def test_an_input_receipt_stored_before_bytes_and_eof_existed_still_renders():
+    state = {"generation": 1, "attempt_id": "att-1", "input_id": "i0", "digest": "d"}
+    record = public_record("ses-1", 7, ev.InputAccepted.TOPIC, state, "T")
+    assert record["input_id"] == "i0" and "bytes" not in record and "eof" not in record
+
+
+def test_a_resize_shows_its_size():
+    state = {"generation": 1, "attempt_id": "att-1", "rows": 40, "cols": 120}
+    record = public_record("ses-1", 8, ev.TerminalResized.TOPIC, state, "T")
+    assert (record["rows"], record["cols"]) == (40, 120)
 
 
 def test_every_event_survives_the_codec_round_trip_with_raw_bytes():
@@ -89,7 +101,8 @@ def test_public_records_are_pinned_per_event_type():
         "attempt.stopping", "attempt.exited"]
     output = records[4]
     assert output["stream"] == "stdout" and output["data_base64"].startswith("aGVsbG8K")
-    assert "input_id" not in records[5] and "digest" not in records[5]
+    assert records[5]["input_id"] == "i1" and records[5]["bytes"] == 3 and records[5]["eof"] is True
+    assert "digest" not in records[5]
     assert records[6]["reason"] == "terminated"
     assert records[8] == {"seq": 9, "session_id": "ses-00000000-001", "runtime_generation": 1,
                           "attempt_id": "att-00000000-001", "type": "attempt.exited",

@@ -53,10 +53,12 @@ class AsyncClient(SandboxOps, SessionOps, WorkspaceOps):
     async def send_input(self, sandbox_id: str, session_id: str, data: bytes | str = b"", *,
                          eof: bool = False, attempt_id: str | None = None, input_id: str | None = None,
                          retries: int = inputs.RETRIES) -> InputResult:
-        """As ``Client.send_input``: generated id, ambiguous failures retried with the same id and bytes."""
+        """As ``Client.send_input``: generated id, ambiguous failures retried with the same id and
+        bytes, reconciled against the journal before giving up."""
         input_id = input_id or inputs.new_input_id()
         payload = inputs.as_bytes(data)
         pauses = inputs.delays(retries)
+        was_ambiguous = False
         while True:
             try:
                 return await self.write_input(sandbox_id, session_id, input_id=input_id, data=payload,
@@ -64,8 +66,27 @@ class AsyncClient(SandboxOps, SessionOps, WorkspaceOps):
             except Exception as error:
                 delay = next(pauses, None) if inputs.should_retry(error) else None
                 if delay is None:
-                    raise
+                    found = await self._accepted_earlier(sandbox_id, session_id, input_id) \
+                        if inputs.worth_reconciling(error, was_ambiguous) else None
+                    if found is None:
+                        raise
+                    return found
+                was_ambiguous = was_ambiguous or inputs.ambiguous(error)
                 await asyncio.sleep(delay)
+
+    async def _accepted_earlier(self, sandbox_id: str, session_id: str, input_id: str) -> InputResult | None:
+        try:
+            cursor = (await self.get_session(sandbox_id, session_id)).cursor
+            after = inputs.reconcile_window(cursor.earliest, cursor.latest)
+            while after < cursor.latest:
+                page = await self.list_events(sandbox_id, session_id, after=after, limit=1000)
+                found = inputs.receipt(page.events, input_id)
+                if found is not None or not page.events:
+                    return found
+                after = page.events[-1].seq
+        except Exception:  # the journal is out of reach too: the original error stands
+            return None
+        return None
 
     def iter_events(self, sandbox_id: str, session_id: str, *, after: int = 0, follow: bool = True,
                     skip_gap: bool = False, reconnect_timeout: float | None = DEFAULT_RECONNECT_TIMEOUT_S,

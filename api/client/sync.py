@@ -77,10 +77,12 @@ class Client(SandboxOps, SessionOps, WorkspaceOps):
     def send_input(self, sandbox_id: str, session_id: str, data: bytes | str = b"", *,
                    eof: bool = False, attempt_id: str | None = None, input_id: str | None = None,
                    retries: int = inputs.RETRIES) -> InputResult:
-        """Write input with a generated ``input_id``; retry ambiguous failures with the same id and bytes."""
+        """Write input with a generated ``input_id``; retry ambiguous failures with the same id and
+        bytes; before giving up after an ambiguous try, look for its acceptance in the journal."""
         input_id = input_id or inputs.new_input_id()
         payload = inputs.as_bytes(data)
         pauses = inputs.delays(retries)
+        was_ambiguous = False
         while True:
             try:
                 return self.write_input(sandbox_id, session_id, input_id=input_id, data=payload,
@@ -88,8 +90,27 @@ class Client(SandboxOps, SessionOps, WorkspaceOps):
             except Exception as error:
                 delay = next(pauses, None) if inputs.should_retry(error) else None
                 if delay is None:
-                    raise
+                    found = self._accepted_earlier(sandbox_id, session_id, input_id) \
+                        if inputs.worth_reconciling(error, was_ambiguous) else None
+                    if found is None:
+                        raise
+                    return found
+                was_ambiguous = was_ambiguous or inputs.ambiguous(error)
                 time.sleep(delay)
+
+    def _accepted_earlier(self, sandbox_id: str, session_id: str, input_id: str) -> InputResult | None:
+        try:
+            cursor = self.get_session(sandbox_id, session_id).cursor
+            after = inputs.reconcile_window(cursor.earliest, cursor.latest)
+            while after < cursor.latest:
+                page = self.list_events(sandbox_id, session_id, after=after, limit=1000)
+                found = inputs.receipt(page.events, input_id)
+                if found is not None or not page.events:
+                    return found
+                after = page.events[-1].seq
+        except Exception:  # the journal is out of reach too: the original error stands
+            return None
+        return None
 
     def iter_events(self, sandbox_id: str, session_id: str, *, after: int = 0, follow: bool = True,
                     skip_gap: bool = False, reconnect_timeout: float | None = DEFAULT_RECONNECT_TIMEOUT_S,

@@ -1,4 +1,5 @@
-"""Liveness: 200 without auth once the server has started its sandboxes."""
+"""Liveness: 200 without auth once the server has started its sandboxes, 503 with the
+reason while a sandbox's store refuses writes (disk full, read-only)."""
 from __future__ import annotations
 
 from importlib import metadata
@@ -13,8 +14,13 @@ bp = Blueprint("health")
 
 @bp.get("/healthz")
 async def healthz(request: Request):
-    ready = request.app.ctx.container.manager is not None
-    return ok({"status": "ok" if ready else "starting"}, 200 if ready else 503)
+    container = request.app.ctx.container
+    if container.manager is None:
+        return ok({"status": "starting"}, 503)
+    faults = container.pipeline.faults.reasons()
+    if faults:
+        return ok({"status": "store_unwritable", "stores": faults}, 503)
+    return ok({"status": "ok"}, 200)
 
 
 @bp.get("/health")

@@ -8,7 +8,9 @@ import re
 
 from sanic import Blueprint, Request
 
+from domain.model.errors import InvalidSpecError
 from domain.model.network import NetworkPolicyError, normalize_policy
+from domain.model.spec import MAX_SECONDS, check_env
 
 from ..errors import ApiError
 from ..schemas import ok, parse_json, render_claim, render_sandbox
@@ -54,6 +56,8 @@ def parse_config(config) -> dict:
             raise _bad(f"{key} must be an integer")
         if value < 0:
             raise _bad(f"{key} must be non-negative")
+        if value > MAX_SECONDS:  # a deadline now + ttl must fit the clock's int64 nanoseconds
+            raise _bad(f"{key} must be at most {MAX_SECONDS}")
         out[key] = value
     if out.get("ttl", 0) > 0 and out.get("hard_ttl", 0) > 0 and out["ttl"] > out["hard_ttl"]:
         raise _bad("ttl must be less than or equal to hard_ttl")
@@ -65,6 +69,10 @@ def parse_config(config) -> dict:
     if env is not None:
         if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
             raise _bad("env_vars must be an object of strings")
+        try:
+            check_env(env, "env_vars")
+        except InvalidSpecError as exc:
+            raise _bad(exc.message) from None
         out["env_vars"] = env
     if config.get("network") is not None:
         out["network"] = parse_network(config["network"])
@@ -238,6 +246,8 @@ async def refresh_sandbox(request: Request, sandbox_id: str):
         duration = 0
     if isinstance(duration, bool) or not isinstance(duration, int) or duration < 0:
         raise _bad("duration must be a non-negative integer")
+    if duration > MAX_SECONDS:
+        raise _bad(f"duration must be at most {MAX_SECONDS}")
     rendered = render_sandbox(await manager(request).refresh(sandbox_id, duration))
     data = {"sandbox_id": sandbox_id}
     data.update({k: rendered[k] for k in ("expires_at", "hard_expires_at") if k in rendered})

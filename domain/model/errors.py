@@ -7,7 +7,10 @@ DomainError
 ├── InvalidRequestError: InvalidSpecError
 ├── CursorExpiredError (carries earliest/latest)
 ├── InputBufferFullError
-├── UnavailableError (lifecycle barrier, paused without auto_resume): SandboxResumeFailedError
+├── UnavailableError (lifecycle barrier, paused without auto_resume): SandboxResumeFailedError,
+│                     StoreUnavailableError (the store refused a write for another reason)
+├── InsufficientStorageError (ENOSPC, read-only store, too little space to checkpoint: 507)
+├── UnencodableEventError (a value the store cannot encode reached it: a bug, 500)
 ├── OperationFailedError (the process refused the operation: 500 <action>_failed)
 └── PhaseTransitionError (a command would move a phase outside ALLOWED: a bug, 500)
 """
@@ -102,6 +105,19 @@ class UnavailableError(DomainError):
 
 class SandboxResumeFailedError(UnavailableError):
     """The checkpoint of a paused sandbox could not be restored (503 sandbox_resume_failed)."""
+
+
+class StoreUnavailableError(UnavailableError):
+    """This sandbox's store refused a write (not for lack of space); writes are retried."""
+
+
+class InsufficientStorageError(DomainError):
+    """The store's disk is full or read-only (507): nothing is dropped; writes resume by
+    themselves once space is free."""
+
+
+class UnencodableEventError(DomainError):
+    """An event carried a value the store cannot encode; its aggregate was rolled back."""
 
 
 class OperationFailedError(DomainError):

@@ -190,6 +190,8 @@ class InputAccepted(SessionEvent):
     TOPIC = "supervisor.Session.InputAccepted"
     input_id: str
     digest: str
+    bytes: int  # added in issue 10: events stored before it lack bytes and eof
+    eof: bool
 
     def apply(self, s) -> None:
         receipts = s.receipts

@@ -59,6 +59,15 @@ def public_record(session_id: str, seq: int, topic: str, state: dict, occurred_a
     if topic == OUTPUT_TOPIC:
         record["stream"] = state["stream"]
         record["data_base64"] = base64.b64encode(state["data"]).decode("ascii")
+    elif topic == ev.InputAccepted.TOPIC:  # what an auditor reconciles a lost 202 against
+        record["input_id"] = state["input_id"]
+        if "bytes" in state:  # absent from events stored before these fields existed
+            record["bytes"] = state["bytes"]
+        if state.get("eof"):
+            record["eof"] = True
+    elif topic == ev.TerminalResized.TOPIC:
+        record["rows"] = state["rows"]
+        record["cols"] = state["cols"]
     if topic == ev.AttemptExited.TOPIC:
         if state["exit_code"] is not None:
             record["exit_code"] = state["exit_code"]

@@ -14,6 +14,8 @@ from typing import Any
 from .errors import InvalidRequestError
 from .signals import parse_signal
 
+MAX_KEY_BYTES = 256  # Idempotency-Key and input_id: they are stored with every receipt
+
 
 def body_object(body: Any, what: str = "request body") -> dict:
     if body is None:
@@ -56,8 +58,16 @@ def check_input_types(body: dict) -> None:
     _optional_bool(body, "eof")
 
 
+def bounded_key(value: str, what: str) -> str:
+    """An id chosen by the client: trimmed, at most MAX_KEY_BYTES, no NUL."""
+    value = value.strip()
+    if "\x00" in value or len(value.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
+        raise InvalidRequestError(f"{what} is invalid: at most {MAX_KEY_BYTES} bytes, no NUL")
+    return value
+
+
 def parse_input(body: dict) -> InputRequest:
-    input_id = optional_str(body, "input_id").strip()
+    input_id = bounded_key(optional_str(body, "input_id"), "input_id")
     if not input_id:
         raise InvalidRequestError("input_id is required")
     encoded = optional_str(body, "data_base64")

@@ -28,7 +28,7 @@ def _json_len(value) -> int:
     if type(value) is str:
         if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
             return len(value) + 2
-        return len(json.dumps(value, ensure_ascii=False).encode())
+        return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
     return len(str(value))
 
 

@@ -140,8 +140,8 @@ class Session(BaseAggregate[str]):
             raise SessionNotRunningError()
         return False
 
-    def accept_input(self, input_id: str, digest: str, at_ns: int) -> None:
-        self._emit(ev.InputAccepted, at_ns, input_id=input_id, digest=digest)
+    def accept_input(self, input_id: str, digest: str, at_ns: int, size: int = 0, eof: bool = False) -> None:
+        self._emit(ev.InputAccepted, at_ns, input_id=input_id, digest=digest, bytes=size, eof=eof)
 
     def check_live(self, expected_attempt_id: str) -> None:
         if not self.is_running:

@@ -16,6 +16,16 @@ DEFAULT_MAX_AGE_S = 86400
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 UINT16_MAX = 65535
+# Edge limits (README "Contract notes"): every value that reaches the store must be one it
+# can encode, and a deadline computed from it must fit the clock's int64 nanoseconds.
+MAX_SECONDS = INT32_MAX
+MAX_NAME_BYTES = 1024
+MAX_ARGV = 4096
+MAX_ARGV_BYTES = 256 * 1024
+MAX_ENV = 1024
+MAX_ENV_BYTES = 256 * 1024
+MAX_PATH_BYTES = 4096
+MAX_SHORT_BYTES = 4096  # readiness.output, io.terminal.term
 
 
 def _obj(value: Any, where: str) -> dict:
@@ -26,12 +36,24 @@ def _obj(value: Any, where: str) -> dict:
     return value
 
 
-def _str(value: Any, where: str) -> str:
+def _str(value: Any, where: str, max_bytes: int = MAX_SHORT_BYTES) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
         raise InvalidSpecError(f"invalid request body: {where} must be a string")
+    check_text(value, where, max_bytes)
     return value
+
+
+def check_text(value: str, where: str, max_bytes: int) -> int:
+    """Refuse what exec would silently cut (NUL) and what would bloat every list response;
+    returns the UTF-8 length."""
+    if "\x00" in value:
+        raise InvalidSpecError(f"invalid request body: {where} must not contain NUL bytes")
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise InvalidSpecError(f"invalid request body: {where} is longer than {max_bytes} bytes")
+    return size
 
 
 def _int(value: Any, where: str, maximum: int = INT64_MAX, minimum: int = -INT64_MAX - 1) -> int:
@@ -40,7 +62,7 @@ def _int(value: Any, where: str, maximum: int = INT64_MAX, minimum: int = -INT64
     if isinstance(value, bool) or not isinstance(value, int):  # 1e3 and 1.0 too, as Go's decoder
         raise InvalidSpecError(f"invalid request body: {where} must be an integer")
     if not minimum <= value <= maximum:
-        raise InvalidSpecError(f"invalid request body: {where} is out of range")
+        raise InvalidSpecError(f"invalid request body: {where} is out of range ({minimum} to {maximum})")
     return value
 
 
@@ -60,6 +82,11 @@ def _command(value: Any) -> list[str]:
         raise InvalidSpecError("invalid request body: command must be an array of strings")
     if not value or not value[0].strip():
         raise InvalidSpecError("command is required")
+    if len(value) > MAX_ARGV:
+        raise InvalidSpecError(f"invalid request body: command has more than {MAX_ARGV} arguments")
+    total = sum(check_text(part, "command", MAX_ARGV_BYTES) + 1 for part in value)
+    if total > MAX_ARGV_BYTES:
+        raise InvalidSpecError(f"invalid request body: command is longer than {MAX_ARGV_BYTES} bytes")
     return list(value)
 
 
@@ -67,7 +94,20 @@ def _env(value: Any) -> dict[str, str]:
     env = _obj(value, "env")
     if not all(isinstance(v, str) for v in env.values()):
         raise InvalidSpecError("invalid request body: env values must be strings")
+    check_env(env, "env")
     return dict(env)
+
+
+def check_env(env: dict, where: str) -> None:
+    """Bounded in count and bytes; NUL in a key or value is refused (execve would cut it)."""
+    if len(env) > MAX_ENV:
+        raise InvalidSpecError(f"invalid request body: {where} has more than {MAX_ENV} variables")
+    total = 0
+    for key, item in env.items():
+        total += check_text(key, f"{where} keys", MAX_ENV_BYTES) + check_text(item, f"{where} values",
+                                                                              MAX_ENV_BYTES) + 2
+    if total > MAX_ENV_BYTES:
+        raise InvalidSpecError(f"invalid request body: {where} is larger than {MAX_ENV_BYTES} bytes")
 
 
 def _io(raw: dict) -> dict:
@@ -107,8 +147,8 @@ def _lifecycle(raw: dict) -> dict:
     restart = _restart(_obj(raw.get("restart"), "lifecycle.restart"))
     recovery = _enum(raw.get("runtime_recovery"), "lifecycle.runtime_recovery", RuntimeRecovery,
                      "restart", "lifecycle.runtime_recovery is invalid")
-    idle = _int(raw.get("idle_timeout_seconds"), "lifecycle.idle_timeout_seconds")
-    lifetime = _int(raw.get("max_lifetime_seconds"), "lifecycle.max_lifetime_seconds")
+    idle = _int(raw.get("idle_timeout_seconds"), "lifecycle.idle_timeout_seconds", MAX_SECONDS)
+    lifetime = _int(raw.get("max_lifetime_seconds"), "lifecycle.max_lifetime_seconds", MAX_SECONDS)
     grace = _int(raw.get("stop_grace_period_seconds"), "lifecycle.stop_grace_period_seconds",
                  INT32_MAX, -INT32_MAX - 1)
     if idle < 0 or lifetime < 0 or grace < 0:
@@ -143,7 +183,7 @@ def _readiness(raw: dict) -> dict:
 
 def _retention(raw: dict) -> dict:
     max_bytes = _int(raw.get("max_bytes"), "event_retention.max_bytes")
-    max_age = _int(raw.get("max_age_seconds"), "event_retention.max_age_seconds")
+    max_age = _int(raw.get("max_age_seconds"), "event_retention.max_age_seconds", MAX_SECONDS)
     if max_bytes < 0 or max_age < 0:
         raise InvalidSpecError("event retention limits must be non-negative")
     return {"max_bytes": max_bytes or DEFAULT_MAX_BYTES, "max_age_seconds": max_age or DEFAULT_MAX_AGE_S}
@@ -154,11 +194,11 @@ def normalize_spec(raw: Any) -> dict:
     if not isinstance(raw, dict):
         raise InvalidSpecError("invalid request body: expected a JSON object")
     spec: dict[str, Any] = {}
-    name = _str(raw.get("name"), "name").strip()
+    name = _str(raw.get("name"), "name", MAX_NAME_BYTES).strip()
     if name:
         spec["name"] = name
     spec["command"] = _command(raw.get("command"))
-    cwd = _str(raw.get("cwd"), "cwd")
+    cwd = _str(raw.get("cwd"), "cwd", MAX_PATH_BYTES)
     if cwd:
         spec["cwd"] = cwd
     env = _env(raw.get("env"))
