@@ -56,6 +56,7 @@ class SandboxService(JournalViews):
         self.retention = Retention(supervisor, pipeline, clock)  # started by the manager too
         supervisor.on_commit = self.retention.on_commit
         self.create_lock = asyncio.Lock()
+        self.creating: dict[str, asyncio.Event] = {}  # session id -> set once its create is done
         self.deleting: set[str] = set()
         self._lifecycle_locks: dict[str, asyncio.Lock] = {}
 
@@ -118,6 +119,9 @@ class SandboxService(JournalViews):
         spec = normalize_spec(raw_spec)
         key = rq.bounded_key(idempotency_key, "Idempotency-Key")
         self.pipeline.check_writable(self.supervisor)
+        # The lock covers the key check and the adoption only: starts and commits of
+        # concurrent creates overlap (one commit tick serves them all), while a replay of
+        # a key still being created waits for that create to finish before answering.
         async with self.create_lock:  # concurrent creates with one key yield one session
             existing_id = self.supervisor.creation_keys.get(key) if key else None
             if existing_id is not None:
@@ -126,19 +130,28 @@ class SandboxService(JournalViews):
                     raise SessionExistsError(key, existing_id, "(deleted)")
                 if existing.spec != spec:
                     raise SessionExistsError(key, existing_id)
-                return existing, False
-            session_id = session_id_from(self.new_uuid_hex())
-            session = Session.create(session_id, self.sandbox_id, spec, key, self.generation,
-                                     self.clock.now_ns())
-            self.supervisor.adopt(session)
-            self.supervisor.committed_seq[session_id] = 0
-            self.pipeline.stage(self.supervisor, session)
+                in_flight = self.creating.get(existing_id)
+            else:
+                session_id = session_id_from(self.new_uuid_hex())
+                session = Session.create(session_id, self.sandbox_id, spec, key, self.generation,
+                                         self.clock.now_ns())
+                self.supervisor.adopt(session)
+                self.supervisor.committed_seq[session_id] = 0
+                self.pipeline.stage(self.supervisor, session)
+                self.creating[session_id] = asyncio.Event()
+        if existing_id is not None:
+            if in_flight is not None:
+                await in_flight.wait()
+            return existing, False
+        try:
             async with self.lifecycle_lock(session_id):
                 if session.desired_state == "running":
                     # A start failure is recorded on the attempt; create still answers 201.
                     await self.reconciler.start_attempt(session, "created")
                 await self.pipeline.flush(self.supervisor)
-            return session, True
+        finally:
+            self.creating.pop(session_id).set()
+        return session, True
 
     async def update_session(self, session_id: str, raw_spec) -> Session:
         spec = normalize_spec(raw_spec)  # validation before lookup (contract §1.4)
