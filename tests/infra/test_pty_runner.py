@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 
 import pytest
 
@@ -206,3 +207,28 @@ def test_the_child_does_not_inherit_pythons_ignored_sigpipe(run):
     text = run(body)
     assert "Broken pipe" not in text
     assert "SigIgn:\t0000000000000000" in text
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _pty_readers() -> int:
+    return sum(t.name.startswith("pty-reader-") for t in threading.enumerate())
+
+
+def test_the_reader_thread_closes_the_terminal_after_a_hang_up_and_after_eof(run):
+    async def body():
+        before = _open_fds()
+        out = Capture()
+        async with running(PtyRunner(), sh("yes"), out) as handle:  # never stops writing
+            await out.wait_for("pty", b"y\r\n")
+            await handle.close_input()
+            await handle.wait_exited()
+        async with running(PtyRunner(), sh("echo done"), out) as handle:
+            await handle.wait_exited()
+        await wait_until(lambda: _pty_readers() == 0 and _open_fds() <= before)
+        return before, _open_fds()
+
+    before, after = run(body)
+    assert after <= before
