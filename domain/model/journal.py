@@ -5,7 +5,7 @@ It works on decoded stored state (a dict) so journal pages never build domain ob
 """
 from __future__ import annotations
 
-import base64
+from binascii import b2a_base64
 from typing import Any
 
 from . import events as ev
@@ -55,11 +55,16 @@ def public_record(session_id: str, seq: int, topic: str, state: dict, occurred_a
                               "runtime_generation": state["generation"]}
     if state["attempt_id"]:
         record["attempt_id"] = state["attempt_id"]
-    record["type"] = PUBLIC_TYPE[topic]
-    if topic == OUTPUT_TOPIC:
+    if topic == OUTPUT_TOPIC:  # most of any journal: the shortest path (replay is ~3 µs an event)
+        record["type"] = "output"
         record["stream"] = state["stream"]
-        record["data_base64"] = base64.b64encode(state["data"]).decode("ascii")
-    elif topic == ev.InputAccepted.TOPIC:  # what an auditor reconciles a lost 202 against
+        record["data_base64"] = b2a_base64(state["data"], newline=False).decode("ascii")
+        if "reason" in state and state["reason"]:
+            record["reason"] = state["reason"]
+        record["occurred_at"] = occurred_at
+        return record
+    record["type"] = PUBLIC_TYPE[topic]
+    if topic == ev.InputAccepted.TOPIC:  # what an auditor reconciles a lost 202 against
         record["input_id"] = state["input_id"]
         if "bytes" in state:  # absent from events stored before these fields existed
             record["bytes"] = state["bytes"]
