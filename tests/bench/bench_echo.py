@@ -86,13 +86,15 @@ class SSEWatch:
         self.sock.close()
 
 
-def echo_round_trips(server: BenchServer, sb: str, count: int, warmup: int) -> tuple[list[float], list[float]]:
+def echo_round_trips(server: BenchServer, sb: str, count: int,
+                     warmup: int) -> tuple[list[float], list[float], list[float]]:
+    """Round trips, HTTP GETs, and the POST-to-202 share of each round trip."""
     sid = server.create(sb, {"command": ["cat"]})
     host, port = server.url.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port))
     latest = orjson.loads(server.http.get(spath(sb, sid)).content)["data"]["cursor"]["latest"]
     watch = SSEWatch(server.url, spath(sb, sid, "/events/stream"), latest)
-    samples, http_samples = [], []
+    samples, http_samples, accepted = [], [], []
     try:
         for i in range(warmup + count):
             line = b"%08d\n" % i
@@ -101,10 +103,12 @@ def echo_round_trips(server: BenchServer, sb: str, count: int, warmup: int) -> t
             conn.request("POST", spath(sb, sid, "/inputs"), body=body, headers=HEADERS)
             response = conn.getresponse()
             response.read()
+            answered = time.perf_counter()
             assert response.status == 202, response.status
             watch.wait_for(base64.b64encode(line))
             if i >= warmup:
                 samples.append(time.perf_counter() - started)
+                accepted.append(answered - started)
             started = time.perf_counter()
             conn.request("GET", "/healthz", headers=HEADERS)
             conn.getresponse().read()
@@ -113,18 +117,20 @@ def echo_round_trips(server: BenchServer, sb: str, count: int, warmup: int) -> t
     finally:
         watch.close()
         conn.close()
-    return samples, http_samples
+    return samples, http_samples, accepted
 
 
 def echo_latency(work: Path, count: int, warmup: int) -> Report:
     report = Report(f"Input POST to echo seen on SSE through cat ({count} round trips)")
     with BenchServer(work / "ours") as server:
         sb = server.sandbox()
-        ours, http_rtt = echo_round_trips(server, sb, count, warmup)
+        ours, http_rtt, accepted = echo_round_trips(server, sb, count, warmup)
     floor = pipe_floor(count + warmup)[warmup:]
     commits = commit_floor(work, count + warmup)[warmup:]
     rows = [("pipe floor (write/read cat)", floor), ("HTTP GET /healthz", http_rtt),
-            ("SQLite FULL commit", commits), ("ours: POST input to SSE echo", ours)]
+            ("SQLite FULL commit", commits), ("ours: POST input to SSE echo", ours),
+            ("ours: POST input to its 202 (1 commit)", accepted),
+            ("ours: 202 to the echo on SSE (1 commit)", [a - b for a, b in zip(ours, accepted)])]
     for q in (50, 99):
         for name, samples in rows:
             baseline = ("pipe floor (write/read cat) p%d" % q, "SQLite FULL commit p%d" % q) \
