@@ -27,10 +27,10 @@ def fairness(work: Path, count: int, warmup: int) -> Report:
     report = Report(f"Fairness: echo in one sandbox, alone and next to a cat /dev/urandom flood ({count} each)")
     with BenchServer(work / "fair") as server:
         quiet_sb, flood_sb = server.sandbox(), server.sandbox()
-        alone, _ = echo_round_trips(server, quiet_sb, count, warmup)
+        alone = echo_round_trips(server, quiet_sb, count, warmup)[0]
         flood = server.create(flood_sb, {"command": ["cat", "/dev/urandom"]})
         time.sleep(1.0)  # the flood is at full speed before the first sample
-        flooded, _ = echo_round_trips(server, quiet_sb, count, warmup)
+        flooded = echo_round_trips(server, quiet_sb, count, warmup)[0]
         latest = orjson.loads(server.http.get(spath(flood_sb, flood)).content)["data"]["cursor"]["latest"]
         server.http.delete(spath(flood_sb, flood))
     for q in (50, 99):
