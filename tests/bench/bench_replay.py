@@ -49,17 +49,20 @@ def in_process(data_dir: Path, sandbox_id: str, session_id: str, latest: int) ->
     return elapsed, count
 
 
-def paged(server: BenchServer, sb: str, sid: str) -> tuple[float, int, int]:
+def paged(server: BenchServer, sb: str, sid: str) -> tuple[float, int, int, float]:
+    """Seconds, events, response bytes, and the seconds of that the client spent parsing."""
     started = time.perf_counter()
-    after, count, size = 0, 0, 0
+    after, count, size, parsing = 0, 0, 0, 0.0
     while True:
         resp = server.http.get(spath(sb, sid, "/events"), params={"after": after, "limit": PAGE})
+        parse_started = time.perf_counter()
         page = orjson.loads(resp.content)["data"]
+        parsing += time.perf_counter() - parse_started
         events = page["events"]
         count += len(events)
         size += len(resp.content)
         if not events or events[-1]["seq"] >= page["cursor"]["latest"]:
-            return time.perf_counter() - started, count, size
+            return time.perf_counter() - started, count, size, parsing
         after = events[-1]["seq"]
 
 
@@ -92,6 +95,8 @@ def replay(work: Path, journal_bytes: int, runs: int) -> Report:
         direct = report.figure(f"{label}: read path in-process", "events/s", baseline=floor.name)
         page_rate = report.figure(f"{label}: paged GET /events", "events/s", baseline=(floor.name,))
         page_mb = report.figure(f"{label}: paged GET /events MB/s", "MB/s")
+        parse_share = report.figure(f"{label}: paged, the client's JSON parse share", "%",
+                                    higher_is_better=False)
         sse_rate = report.figure(f"{label}: SSE after=0", "events/s", baseline=(floor.name,))
         sse_mb = report.figure(f"{label}: SSE MB/s", "MB/s")
         for _ in range(runs):
@@ -101,9 +106,10 @@ def replay(work: Path, journal_bytes: int, runs: int) -> Report:
             direct.runs.append(count / elapsed)
         with BenchServer(data_dir) as server:
             for _ in range(runs):
-                elapsed, count, size = paged(server, sandbox_id, sid)
+                elapsed, count, size, parsing = paged(server, sandbox_id, sid)
                 assert count == latest, (count, latest)
                 page_rate.runs.append(count / elapsed)
+                parse_share.runs.append(100 * parsing / elapsed)
                 page_mb.runs.append(size / elapsed / 1e6)
                 elapsed, size = sse(server, sandbox_id, sid, latest)
                 sse_rate.runs.append(latest / elapsed)
