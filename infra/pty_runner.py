@@ -28,9 +28,9 @@ from functools import partial
 
 from ptyprocess import PtyProcess
 
-from domain.ports import ExitStatus, Launch, OutputCallback, StartFailedError
-from infra.pipe_runner import OutputGate, proc_start_time, status_from_returncode
-from infra.pty_reader import PtyReader
+from session_supervisor.domain.ports import ExitStatus, Launch, OutputCallback, StartFailedError
+from session_supervisor.infra.pipe_runner import OutputGate, proc_start_time, status_from_returncode
+from session_supervisor.infra.pty_reader import PtyReader
 
 
 

@@ -8,18 +8,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # package prefix -> module prefixes it must never import
 FORBIDDEN = {
-    "domain.model": ("infra", "api", "sanic", "asyncio", "os", "time", "random", "ptyprocess",
+    "session_supervisor.domain.model": ("infra", "api", "sanic", "asyncio", "os", "time", "random", "ptyprocess",
                      "zstandard", "orjson", "eventsourcing.application", "eventsourcing.persistence",
-                     "eventsourcing.sqlite", "domain.supervisor", "domain.service", "domain.reconciler"),
+                     "eventsourcing.sqlite", "session_supervisor.domain.supervisor", "session_supervisor.domain.service", "session_supervisor.domain.reconciler"),
     "domain": ("infra", "api", "sanic", "ptyprocess", "zstandard", "orjson"),
     "infra": ("api", "sanic"),
-    "api.routes": ("infra",),
-    "api.schemas": ("infra",),
-    "api.errors": ("infra",),
-    "api.sse": ("infra",),
-    "api.openapi": ("infra",),
+    "session_supervisor.api.routes": ("infra",),
+    "session_supervisor.api.schemas": ("infra",),
+    "session_supervisor.api.errors": ("infra",),
+    "session_supervisor.api.sse": ("infra",),
+    "session_supervisor.api.openapi": ("infra",),
     # The client is what users install to talk to a server: none of the server's internals.
-    "api.client": ("infra", "domain", "sanic", "api.app", "api.routes", "api.schemas", "api.errors", "api.gate"),
+    "session_supervisor.client": ("infra", "domain", "sanic", "session_supervisor.api.app", "session_supervisor.api.routes", "session_supervisor.api.schemas", "session_supervisor.api.errors", "session_supervisor.api.gate"),
 }
 
 
