@@ -9,9 +9,9 @@ import socket
 import sys
 from pathlib import Path
 
-from infra.settings import Settings
+from session_supervisor.infra.settings import Settings
 
-from .client.local_server import default_data_dir, is_loopback_host
+from .data_dir import default_data_dir, is_loopback_host
 from .operator_log import LEVELS, configure_logging, set_process_title, startup_line
 
 log = logging.getLogger("sessiond")
@@ -34,7 +34,7 @@ def reexec_with_malloc_tuning(argv: list[str]) -> None:
     if all(key in os.environ for key in MALLOC_TUNING):
         return
     env = {**os.environ, **MALLOC_TUNING}
-    os.execve(sys.executable, [sys.executable, "-m", "api", *argv], env)
+    os.execve(sys.executable, [sys.executable, "-m", "session_supervisor.api", *argv], env)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -107,8 +107,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def serve(settings: Settings, *, access_log: bool) -> None:
-    from infra.bootstrap import Container
-    from infra.runtime import RuntimeUnavailableError
+    from session_supervisor.infra.bootstrap import Container
+    from session_supervisor.infra.runtime import RuntimeUnavailableError
 
     from .app import create_app
     try:

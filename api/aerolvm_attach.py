@@ -19,7 +19,7 @@ import uuid
 
 import orjson
 
-from domain.model.errors import (
+from session_supervisor.domain.model.errors import (
     DomainError,
     OperationFailedError,
     SessionNotFoundError,

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.model.errors import InvalidRequestError
-from domain.model.requests import body_object, optional_str
-from domain.model.signals import signal_short_name
-from domain.model.timefmt import rfc3339
+from session_supervisor.domain.model.errors import InvalidRequestError
+from session_supervisor.domain.model.requests import body_object, optional_str
+from session_supervisor.domain.model.signals import signal_short_name
+from session_supervisor.domain.model.timefmt import rfc3339
 
 # No argv and no command: a login shell, bash when the sandbox has it (as upstream).
 LOGIN_SHELL = ["sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash -l; fi; exec sh -l"]

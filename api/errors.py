@@ -7,7 +7,7 @@ import orjson
 from sanic import HTTPResponse, Request
 from sanic.exceptions import SanicException
 
-from domain.model import errors as e
+from session_supervisor.domain.model import errors as e
 
 log = logging.getLogger(__name__)
 

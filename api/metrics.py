@@ -14,7 +14,7 @@ from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from sanic import HTTPResponse, Request
 
-from domain.model.journal import PUBLIC_TYPE
+from session_supervisor.domain.model.journal import PUBLIC_TYPE
 
 # A commit is one fsync (synchronous=FULL): sub-millisecond when idle, tens of ms under load.
 COMMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import orjson
 from sanic import HTTPResponse, Request
 
-from domain.model.network import effective_policy
-from domain.model.signals import signal_short_name
-from domain.model.timefmt import rfc3339
+from session_supervisor.domain.model.network import effective_policy
+from session_supervisor.domain.model.signals import signal_short_name
+from session_supervisor.domain.model.timefmt import rfc3339
 
 from .errors import ApiError
 

@@ -13,11 +13,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
-from domain.commits import CommitPipeline
-from domain.hub import Hub
-from domain.networks import NoNetworks
-from domain.sandboxes import SandboxManager
-from domain.supervisor import live_record
+from session_supervisor.domain.commits import CommitPipeline
+from session_supervisor.domain.hub import Hub
+from session_supervisor.domain.networks import NoNetworks
+from session_supervisor.domain.sandboxes import SandboxManager
+from session_supervisor.domain.supervisor import live_record
 
 from .checkpoint import Checkpoints
 from .clock import SystemClock

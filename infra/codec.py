@@ -15,7 +15,7 @@ import orjson
 import zstandard
 from eventsourcing.persistence import Transcoder
 
-from domain.model.events import EPOCH, timestamp_of
+from session_supervisor.domain.model.events import EPOCH, timestamp_of
 
 COMPRESS_MIN = 1024
 _HEADER = struct.Struct(">I")

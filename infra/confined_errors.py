@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import errno
 
-from domain.model.errors import (
+from session_supervisor.domain.model.errors import (
     FileError,
     FileNotFoundInSandboxError,
     InvalidRequestError,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterator
 
-from domain.model.errors import (
+from session_supervisor.domain.model.errors import (
     FileNotFoundInSandboxError,
     InvalidRequestError,
     NotADirectoryInSandboxError,

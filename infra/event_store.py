@@ -135,12 +135,12 @@ def prepare_database(state_dir: Path) -> Path:
 def store_env(state_dir: Path) -> dict[str, str]:
     path = prepare_database(state_dir)
     return {
-        "PERSISTENCE_MODULE": "infra.event_store:TunedSQLiteFactory",
+        "PERSISTENCE_MODULE": "session_supervisor.infra.event_store:TunedSQLiteFactory",
         "SQLITE_DBNAME": str(path),
         "ORIGINATOR_ID_TYPE": "text",
         "CREATE_TABLE": "y",
         "IS_SNAPSHOTTING_ENABLED": "y",
-        "TRANSCODER_TOPIC": "infra.codec:OrjsonTranscoder",
+        "TRANSCODER_TOPIC": "session_supervisor.infra.codec:OrjsonTranscoder",
         "COMPRESSOR_TOPIC": "",
         "CIPHER_TOPIC": "",
     }

@@ -15,7 +15,7 @@ import itertools
 import signal as signals
 from typing import Awaitable, Callable
 
-from domain.ports import ExitStatus, Launch, OutputCallback, StartFailedError
+from session_supervisor.domain.ports import ExitStatus, Launch, OutputCallback, StartFailedError
 
 # 2026-01-01T00:00:00Z: a round, recognisable origin for fake timestamps.
 FAKE_EPOCH_NS = 1_767_225_600_000_000_000

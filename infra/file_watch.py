@@ -15,7 +15,7 @@ from typing import AsyncIterator
 
 from asyncinotify import Inotify, Mask
 
-from domain.model.errors import DomainError
+from session_supervisor.domain.model.errors import DomainError
 
 from .confined_fs import TMP_PREFIX, ConfinedFS
 

@@ -103,7 +103,7 @@ def check_sandbox(runtime: BwrapRuntime, work_dir: str) -> None:
 
 
 def _status(returncode: int):
-    from domain.ports import ExitStatus
+    from session_supervisor.domain.ports import ExitStatus
     return ExitStatus(returncode) if returncode >= 0 else ExitStatus(-1, -returncode)
 
 

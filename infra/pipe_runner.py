@@ -27,7 +27,7 @@ import fcntl
 import os
 from typing import Callable
 
-from domain.ports import ExitStatus, Launch, OutputCallback, StartFailedError
+from session_supervisor.domain.ports import ExitStatus, Launch, OutputCallback, StartFailedError
 
 _STREAMS = ("stdin", "stdout", "stderr")
 _PIPE_CAPACITY = 1 << 20

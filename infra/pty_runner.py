@@ -28,8 +28,8 @@ from functools import partial
 
 from ptyprocess import PtyProcess
 
-from domain.ports import ExitStatus, Launch, OutputCallback, StartFailedError
-from infra.pipe_runner import OutputGate, proc_start_time, status_from_returncode
+from session_supervisor.domain.ports import ExitStatus, Launch, OutputCallback, StartFailedError
+from session_supervisor.infra.pipe_runner import OutputGate, proc_start_time, status_from_returncode
 
 _DRAIN_LIMIT = 256 * 1024  # per wake-up, so one busy PTY cannot starve the loop
 _READ_SIZE = 65536  # the kernel hands out at most ~4 KiB per pty read anyway

@@ -40,7 +40,7 @@ import tempfile
 import time
 from typing import Callable, Mapping, Protocol
 
-from domain.ports import ExitStatus, Launch, TerminalSize
+from session_supervisor.domain.ports import ExitStatus, Launch, TerminalSize
 
 from .isolation import DEFAULT_PIDS_MAX, SandboxIsolation, limits_for, sandbox_uid
 from .sandbox_tmp import sandbox_tmp_dir

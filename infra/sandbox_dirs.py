@@ -10,7 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
-from domain.supervisor import SessionSupervisor
+from session_supervisor.domain.supervisor import SessionSupervisor
 
 from .event_store import DB_NAME, store_env
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import signal
 
-from domain.model.signals import parse_signal, signal_description, signal_short_name
-from domain.ports import AttemptHandle, ExitStatus
+from session_supervisor.domain.model.signals import parse_signal, signal_description, signal_short_name
+from session_supervisor.domain.ports import AttemptHandle, ExitStatus
 
 __all__ = [
     "freeze",

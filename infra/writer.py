@@ -17,7 +17,7 @@ import queue
 import threading
 from typing import Callable
 
-from domain.store_faults import AppOutcome, store_error, unencodable
+from session_supervisor.domain.store_faults import AppOutcome, store_error, unencodable
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import base64
 import signal as signals
 
-from api.schemas import render_session
-from domain.model.errors import SessionNotFoundError
+from session_supervisor.api.schemas import render_session
+from session_supervisor.domain.model.errors import SessionNotFoundError
 
 from .world import World
 

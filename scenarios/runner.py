@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from domain.model.errors import NotFoundError, UnavailableError
+from session_supervisor.domain.model.errors import NotFoundError, UnavailableError
 
 from .expectations import label
 from .verbs import VERBS

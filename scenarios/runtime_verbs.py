@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from domain.model.errors import NotFoundError
+from session_supervisor.domain.model.errors import NotFoundError
 
 from .verbs import _call, verb
 from .world import CALL_TIMEOUT_S, World

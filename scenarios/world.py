@@ -19,10 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.bootstrap import Container
-from infra.clock import SystemClock
-from infra.fakes import FakeClock, ScriptedProcess, ScriptedRunner
-from infra.settings import Settings
+from session_supervisor.infra.bootstrap import Container
+from session_supervisor.infra.clock import SystemClock
+from session_supervisor.infra.fakes import FakeClock, ScriptedProcess, ScriptedRunner
+from session_supervisor.infra.settings import Settings
 
 CALL_TIMEOUT_S = 30.0  # real mode: the longest a lifecycle call may take (grace + 5 s)
 

@@ -61,7 +61,7 @@ class ServerProcess:
         return self.data_dir / LOG_NAME
 
     def command(self) -> list[str]:
-        argv = [sys.executable, "-m", "api", "serve",
+        argv = [sys.executable, "-m", "session_supervisor.api", "serve",
                 "--host", "127.0.0.1", "--port", str(self.port),
                 "--data-dir", str(self.data_dir), "--runtime", self.runtime]
         if self.explicit_token:

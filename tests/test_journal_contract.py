@@ -5,11 +5,11 @@ import inspect
 
 import pytest
 
-from domain.model import events as ev
-from domain.model.journal import PUBLIC_TYPE, public_record
-from domain.model.session import Session
-from domain.model.spec import normalize_spec
-from infra.codec import OrjsonTranscoder
+from session_supervisor.domain.model import events as ev
+from session_supervisor.domain.model.journal import PUBLIC_TYPE, public_record
+from session_supervisor.domain.model.session import Session
+from session_supervisor.domain.model.spec import normalize_spec
+from session_supervisor.infra.codec import OrjsonTranscoder
 
 T0 = 1_780_000_000_123_456_000  # ns
 
@@ -92,5 +92,5 @@ def test_public_records_are_pinned_per_event_type():
 @pytest.mark.parametrize("delay_ms,reason", [(250, "250ms"), (1000, "1s"), (1500, "1.5s"),
                                              (5000, "5s"), (90_000, "1m30s")])
 def test_backoff_reasons_are_go_duration_strings(delay_ms, reason):
-    from domain.model.policies import go_duration
+    from session_supervisor.domain.model.policies import go_duration
     assert go_duration(delay_ms) == reason

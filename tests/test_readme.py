@@ -52,7 +52,7 @@ def clean_env(server: ServerProcess) -> dict:
 
 
 def sandboxes_left(server: ServerProcess) -> list:
-    from api.client import Client
+    from session_supervisor.client import Client
     with Client(server.url, server.token) as client:
         return [sb.id for sb in client.list_sandboxes()]
 

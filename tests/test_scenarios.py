@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from scenarios.runner import ScenarioError, load, run_file, validate
-from scenarios.verbs import VERBS
+from session_supervisor.scenarios.runner import ScenarioError, load, run_file, validate
+from session_supervisor.scenarios.verbs import VERBS
 
 SCENARIOS = sorted((Path(__file__).resolve().parent.parent / "scenarios").glob("*.toml"))
 

@@ -12,7 +12,7 @@ import asyncio
 import orjson
 from sanic import Blueprint, HTTPResponse, Request
 
-from domain.model.errors import DomainError, PtyUnavailableError
+from session_supervisor.domain.model.errors import DomainError, PtyUnavailableError
 
 from .. import aerolvm_schema as shapes
 from ..aerolvm_attach import REPLAY_BYTES, Attach

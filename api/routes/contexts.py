@@ -13,11 +13,11 @@ import logging
 import orjson
 from sanic import Blueprint, Request
 
-from domain.model import contexts as model
-from domain.model.errors import DomainError, InvalidRequestError
-from domain.model.requests import body_object
-from domain.model.signals import parse_signal
-from domain.model.timefmt import rfc3339
+from session_supervisor.domain.model import contexts as model
+from session_supervisor.domain.model.errors import DomainError, InvalidRequestError
+from session_supervisor.domain.model.requests import body_object
+from session_supervisor.domain.model.signals import parse_signal
+from session_supervisor.domain.model.timefmt import rfc3339
 
 from ..schemas import ok, parse_json
 from .sessions import service

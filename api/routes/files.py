@@ -19,8 +19,8 @@ import orjson
 
 from sanic import Blueprint, Request
 
-from domain.model.errors import DomainError, FileTooLargeError, InvalidRequestError
-from domain.model.requests import body_object
+from session_supervisor.domain.model.errors import DomainError, FileTooLargeError, InvalidRequestError
+from session_supervisor.domain.model.requests import body_object
 
 from ..schemas import ok, parse_json
 from .sessions import service

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from sanic import Blueprint, Request
 
-from domain.model.errors import CursorExpiredError
-from domain.model.requests import parse_cursor, parse_limit
+from session_supervisor.domain.model.errors import CursorExpiredError
+from session_supervisor.domain.model.requests import parse_cursor, parse_limit
 
 from ..schemas import ok
 from ..sse import HEARTBEAT_S, heartbeat_frame, sse_frame

@@ -8,9 +8,9 @@ import re
 
 from sanic import Blueprint, Request
 
-from domain.model.errors import InvalidSpecError
-from domain.model.network import NetworkPolicyError, normalize_policy
-from domain.model.spec import MAX_SECONDS, check_env
+from session_supervisor.domain.model.errors import InvalidSpecError
+from session_supervisor.domain.model.network import NetworkPolicyError, normalize_policy
+from session_supervisor.domain.model.spec import MAX_SECONDS, check_env
 
 from ..errors import ApiError
 from ..schemas import ok, parse_json, render_claim, render_sandbox

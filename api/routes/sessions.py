@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from sanic import Blueprint, Request
 
-from domain.model.requests import body_object
+from session_supervisor.domain.model.requests import body_object
 
 from ..schemas import ok, parse_json, render_session
 

@@ -20,8 +20,8 @@ from sanic import Blueprint, Request
 from sanic.exceptions import WebsocketClosed
 from websockets.exceptions import ConnectionClosed
 
-from domain.model.errors import CursorExpiredError, DomainError
-from domain.model.requests import parse_cursor, parse_limit
+from session_supervisor.domain.model.errors import CursorExpiredError, DomainError
+from session_supervisor.domain.model.requests import parse_cursor, parse_limit
 
 from ..browser import EchoedConsoleSubprotocol
 from .sessions import service

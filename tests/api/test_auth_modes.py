@@ -15,7 +15,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect as ws_connect
 
-from api.client.local_server import resolve_token
+from session_supervisor.client.local_server import resolve_token
 from tests.client.test_cli import ROOT
 from tests.helpers import claim_sandbox, create_session, spath
 from tests.serverproc import ServerProcess
@@ -25,7 +25,7 @@ EVIL = "http://evil.example"
 
 def sessionctl(server, *args, env=None) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SESSIOND_")}
-    return subprocess.run([sys.executable, "-m", "api.client.cli", "--url", server.url, *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "session_supervisor.client.cli", "--url", server.url, *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=60, env={**clean, **(env or {})})
 
 
@@ -122,6 +122,6 @@ def test_no_auth_serves_the_cli_without_any_token(open_server):
     ("localtest.me", False), ("[::ffff:8.8.8.8]", False), ("0.0.0.0:8780", False), ("", False),
 ])
 def test_only_loopback_names_and_addresses_pass_the_host_check(host, loopback):
-    from api.auth import _hostname
-    from api.client.local_server import is_loopback_host
+    from session_supervisor.api.auth import _hostname
+    from session_supervisor.client.local_server import is_loopback_host
     assert is_loopback_host(_hostname(host)) is loopback

@@ -25,7 +25,7 @@ SECOND_SERVER_LIMIT_S = 2.0
 
 def serve(data_dir, *extra, env=None, timeout=30) -> subprocess.CompletedProcess:
     """``sessiond serve`` that is expected to exit on its own (a start-up error)."""
-    argv = [sys.executable, "-m", "api", "serve", "--host", "127.0.0.1", "--data-dir", str(data_dir),
+    argv = [sys.executable, "-m", "session_supervisor.api", "serve", "--host", "127.0.0.1", "--data-dir", str(data_dir),
             "--runtime", "host", *extra]
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
@@ -171,5 +171,5 @@ def test_the_process_shows_as_sessiond(tmp_path):
 @pytest.mark.parametrize("argv,shown", [(["serve", "--token", "s3cret"], ["serve", "--token", "***"]),
                                         (["serve", "--token=s3cret"], ["serve", "--token=***"])])
 def test_the_title_never_shows_the_token(argv, shown):
-    from api.operator_log import _without_secrets
+    from session_supervisor.api.operator_log import _without_secrets
     assert _without_secrets(argv) == shown

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from api.client import Client
+from session_supervisor.client import Client
 from tests.serverproc import ServerProcess
 
 from .common import Report, percentile

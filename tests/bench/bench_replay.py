@@ -14,8 +14,8 @@ from pathlib import Path
 
 import orjson
 
-from domain.supervisor import SessionSupervisor
-from infra.event_store import store_env
+from session_supervisor.domain.supervisor import SessionSupervisor
+from session_supervisor.infra.event_store import store_env
 from tests.helpers import TOKEN, spath
 
 from .common import MIB, BenchServer, Report

@@ -18,8 +18,8 @@ import os
 import time
 from pathlib import Path
 
-from infra.pipe_runner import PipeRunner
-from infra.runtime import BwrapRuntime, HostRuntime, detect_runtime
+from session_supervisor.infra.pipe_runner import PipeRunner
+from session_supervisor.infra.runtime import BwrapRuntime, HostRuntime, detect_runtime
 
 from .common import Report, percentile
 

@@ -12,12 +12,12 @@ import time
 import uuid
 from pathlib import Path
 
-from domain.model.ids import attempt_id_from, sandbox_id_from, session_id_from
-from domain.model.sandbox import Sandbox
-from domain.model.session import Session
-from domain.model.spec import normalize_spec
-from domain.retention import SNAPSHOT_EVENTS, take_snapshot
-from infra.sandbox_dirs import SandboxDirectories
+from session_supervisor.domain.model.ids import attempt_id_from, sandbox_id_from, session_id_from
+from session_supervisor.domain.model.sandbox import Sandbox
+from session_supervisor.domain.model.session import Session
+from session_supervisor.domain.model.spec import normalize_spec
+from session_supervisor.domain.retention import SNAPSHOT_EVENTS, take_snapshot
+from session_supervisor.infra.sandbox_dirs import SandboxDirectories
 
 SAVE_EVERY = 250  # events per save (collect_events() is quadratic in pending events)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from api.client import Client
+from session_supervisor.client import Client
 from tests.helpers import TOKEN
 
 STANDIN = str(Path(__file__).resolve().parent.parent / "harness_standin")

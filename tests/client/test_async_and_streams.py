@@ -6,8 +6,8 @@ import asyncio
 import httpx
 import pytest
 
-from api.client import AsyncClient, Client, CursorExpired, NotFound
-from api.client.events import SSEParser
+from session_supervisor.client import AsyncClient, Client, CursorExpired, NotFound
+from session_supervisor.client.events import SSEParser
 from tests.helpers import TOKEN
 
 

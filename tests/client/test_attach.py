@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from api.client import Client
+from session_supervisor.client import Client
 from tests.client.test_cli import ROOT, cli_env
 from tests.helpers import TOKEN, wait_for
 from tests.serverproc import ServerProcess
@@ -64,7 +64,7 @@ def on_terminal(terminal: Terminal, argv: list[str], server) -> subprocess.Popen
 
 
 def start_attach(server, terminal: Terminal, sandbox: str, session_id: str, *extra) -> subprocess.Popen:
-    return on_terminal(terminal, [sys.executable, "-m", "api.client.cli", "session", "attach", sandbox,
+    return on_terminal(terminal, [sys.executable, "-m", "session_supervisor.client.cli", "session", "attach", sandbox,
                                   session_id, *extra], server)
 
 
@@ -178,7 +178,7 @@ DETACHED = b"[sessionctl: detached]"
 # `sessionctl session attach`, without paying an interpreter start per round.
 ATTACH_LOOP = """
 import sys
-from api.client.cli import main
+from session_supervisor.client.cli import main
 for _ in range(int(sys.argv[3])):
     code = main(["session", "attach", sys.argv[1], sys.argv[2], "--tail", "32"])
     if code:

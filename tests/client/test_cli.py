@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from api.client.cli import EXIT
+from session_supervisor.client.cli import EXIT
 from tests.helpers import TOKEN, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,7 @@ def cli_env(server) -> dict:
 
 
 def sessionctl(server, *args, input_=None, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "api.client.cli", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "session_supervisor.client.cli", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, input=input_, env={**cli_env(server), **(env or {})})
 
 
@@ -153,8 +153,8 @@ def test_help_has_the_exit_codes_and_every_verb_an_example_and_version_prints_it
     assert "exit codes:" in top.stdout
     for code, meaning in ((3, "not found"), (6, "unauthorized"), (8, "unavailable"), (130, "interrupted")):
         assert re.search(rf"\b{code}\s+{meaning}", top.stdout), (code, top.stdout)
-    from api.client.cli import build_parser
-    import api.client.cli as cli_module
+    from session_supervisor.client.cli import build_parser
+    import session_supervisor.client.cli as cli_module
     nouns = build_parser(cli_module)._subparsers._group_actions[0].choices
     for noun, parser in nouns.items():
         for verb, verb_parser in parser._subparsers._group_actions[0].choices.items():

@@ -8,15 +8,15 @@ import sys
 
 import pytest
 
-from api.client import Client
-from api.client.errors import NotFound
+from session_supervisor.client import Client
+from session_supervisor.client.errors import NotFound
 from tests.client.test_cli import ROOT, cli_env
 from tests.helpers import TOKEN
 
 
 def sessionctl(server, *args, input_: bytes | None = None) -> subprocess.CompletedProcess:
     """As tests/client/test_cli.py's, but with bytes: cp moves binary files through stdout."""
-    return subprocess.run([sys.executable, "-m", "api.client.cli", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "session_supervisor.client.cli", *args], cwd=ROOT, capture_output=True,
                           timeout=60, input=input_, env=cli_env(server))
 
 
@@ -83,7 +83,7 @@ def test_the_client_covers_the_context_and_file_routes(server, sb):
 def test_the_async_client_has_the_same_context_and_file_methods(server, sb):
     import asyncio
 
-    from api.client import AsyncClient
+    from session_supervisor.client import AsyncClient
 
     async def scenario():
         async with AsyncClient(server.url, TOKEN) as client:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from api.client import (Attempt, Claim, Client, Conflict, CursorExpired, Event, EventPage, InputResult,
+from session_supervisor.client import (Attempt, Claim, Client, Conflict, CursorExpired, Event, EventPage, InputResult,
                         InvalidRequest, NotFound, Sandbox, Session, Unauthorized)
 from tests.helpers import TOKEN, wait_for
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from api.client.harness import HarnessDriver, HarnessError, HarnessTimeout, harness_spec
-from api.client.harness_state import LineBuffer
+from session_supervisor.client.harness import HarnessDriver, HarnessError, HarnessTimeout, harness_spec
+from session_supervisor.client.harness_state import LineBuffer
 from tests.client.conftest import standin
 
 TURN_OK = {"FAKE_HARNESS_TURN": "ok", "FAKE_HARNESS_TRACE": "1"}

@@ -13,7 +13,7 @@ import asyncio
 import httpx
 import pytest
 
-from api.client import AsyncClient, Client, Conflict
+from session_supervisor.client import AsyncClient, Client, Conflict
 from tests.helpers import TOKEN, wait_for
 
 CAT = {"command": ["/bin/cat"]}

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 from openapi_spec_validator import validate
 
-from api.app import create_app
-from api.openapi import document
+from session_supervisor.api.app import create_app
+from session_supervisor.api.openapi import document
 
 HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options"}
 

@@ -25,7 +25,7 @@ from schemathesis import GenerationMode  # noqa: E402
 from schemathesis.checks import (content_type_conformance, response_schema_conformance,  # noqa: E402
                                  status_code_conformance)
 
-from api.openapi import document  # noqa: E402
+from session_supervisor.api.openapi import document  # noqa: E402
 from tests.helpers import TOKEN, claim_sandbox  # noqa: E402
 from tests.serverproc import ServerProcess  # noqa: E402
 

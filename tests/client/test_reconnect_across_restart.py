@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from api.client import Client
+from session_supervisor.client import Client
 from tests.helpers import TOKEN, wait_for
 from tests.serverproc import ServerProcess
 

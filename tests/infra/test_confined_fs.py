@@ -5,14 +5,14 @@ import os
 
 import pytest
 
-from domain.model.errors import (
+from session_supervisor.domain.model.errors import (
     FileNotFoundInSandboxError,
     InvalidRequestError,
     NotADirectoryInSandboxError,
     NotAFileInSandboxError,
     PathOutsideSandboxError,
 )
-from infra.confined_fs import TMP_PREFIX, ConfinedFS
+from session_supervisor.infra.confined_fs import TMP_PREFIX, ConfinedFS
 
 
 @pytest.fixture

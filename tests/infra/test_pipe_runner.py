@@ -5,8 +5,8 @@ import signal
 
 import pytest
 
-from domain.ports import ExitStatus, Launch, StartFailedError
-from infra.pipe_runner import PipeRunner, proc_start_time
+from session_supervisor.domain.ports import ExitStatus, Launch, StartFailedError
+from session_supervisor.infra.pipe_runner import PipeRunner, proc_start_time
 from tests.infra.conftest import Capture, base_env, is_alive, running, wait_until
 
 

@@ -6,8 +6,8 @@ import signal
 
 import pytest
 
-from domain.ports import ExitStatus, Launch, StartFailedError, TerminalSize
-from infra.pty_runner import PtyRunner
+from session_supervisor.domain.ports import ExitStatus, Launch, StartFailedError, TerminalSize
+from session_supervisor.infra.pty_runner import PtyRunner
 from tests.infra.conftest import Capture, base_env, is_alive, running, wait_until
 
 TERMINAL = TerminalSize(rows=24, cols=80)

@@ -5,17 +5,17 @@ import signal
 
 import pytest
 
-from domain.ports import ExitStatus, TerminalSize
-from infra.pipe_runner import PipeRunner
-from infra.pty_runner import PtyRunner
-from infra.runtime import (
+from session_supervisor.domain.ports import ExitStatus, TerminalSize
+from session_supervisor.infra.pipe_runner import PipeRunner
+from session_supervisor.infra.pty_runner import PtyRunner
+from session_supervisor.infra.runtime import (
     BwrapRuntime,
     HostRuntime,
     RuntimeUnavailableError,
     build_env,
     detect_runtime,
 )
-from infra.signals import stop_gracefully
+from session_supervisor.infra.signals import stop_gracefully
 from tests.infra.conftest import Capture, base_env, running
 
 

@@ -1,8 +1,8 @@
 """The sandbox's /tmp: a directory on its rootfs bound by bwrap (a tmpfs for older sandboxes)."""
 from __future__ import annotations
 
-from infra.runtime import BwrapRuntime, sandbox_tmp_dir
-from infra.sandbox_dirs import SandboxDirectories
+from session_supervisor.infra.runtime import BwrapRuntime, sandbox_tmp_dir
+from session_supervisor.infra.sandbox_dirs import SandboxDirectories
 
 
 def test_a_new_sandbox_has_a_world_writable_sticky_tmp_next_to_its_workspace(tmp_path):

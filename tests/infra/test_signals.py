@@ -5,11 +5,11 @@ import signal
 
 import pytest
 
-from domain.model.signals import parse_signal, signal_description, signal_short_name
-from domain.ports import ExitStatus, Launch, TerminalSize
-from infra.pipe_runner import PipeRunner
-from infra.pty_runner import PtyRunner
-from infra.signals import freeze, stop_gracefully, thaw
+from session_supervisor.domain.model.signals import parse_signal, signal_description, signal_short_name
+from session_supervisor.domain.ports import ExitStatus, Launch, TerminalSize
+from session_supervisor.infra.pipe_runner import PipeRunner
+from session_supervisor.infra.pty_runner import PtyRunner
+from session_supervisor.infra.signals import freeze, stop_gracefully, thaw
 from tests.infra.conftest import Capture, base_env, process_state, running, wait_until
 
 RUNNERS = {

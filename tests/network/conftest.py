@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from infra.netns import remove_everything
+from session_supervisor.infra.netns import remove_everything
 from tests.conftest import make_http, release_sandbox
 from tests.helpers import TOKEN, claim_sandbox, ok
 from tests.serverproc import ServerProcess

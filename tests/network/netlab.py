@@ -11,7 +11,7 @@ import socket
 import subprocess
 import time
 
-from infra.netns import instance_tag
+from session_supervisor.infra.netns import instance_tag
 from tests.helpers import all_events, create_session, output_bytes, run_to_exit, wait_for
 
 PYTHON = "/usr/bin/python3"  # the system python: /usr is visible inside a sandbox

@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 import threading
 
-from infra.netns import NETNS_DIR
+from session_supervisor.infra.netns import NETNS_DIR
 from tests.helpers import TOKEN, all_events, create_session, output_bytes, wait_for
 
 from .netlab import PYTHON, sandbox_netns

@@ -11,7 +11,7 @@ from sandbox0.apispec.models.network_egress_policy import NetworkEgressPolicy
 from sandbox0.apispec.models.sandbox_network_policy import SandboxNetworkPolicy
 from sandbox0.apispec.models.sandbox_network_policy_mode import SandboxNetworkPolicyMode
 
-from infra.netns import NETNS_DIR, instance_tag
+from session_supervisor.infra.netns import NETNS_DIR, instance_tag
 from tests.conftest import make_http
 from tests.helpers import TOKEN, err, ok
 

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from infra import nft_rules
+from session_supervisor.infra import nft_rules
 
 TABLE = "sessiond_rulecheck"
 POLICIES = [
@@ -41,7 +41,7 @@ def test_an_allow_list_of_only_ipv6_cidrs_opens_nothing_over_ipv4():
 
 
 def test_resolvers_on_the_host_loopback_or_link_local_are_reported_unreachable(tmp_path):
-    from infra.netns import unreachable_resolvers
+    from session_supervisor.infra.netns import unreachable_resolvers
     conf = tmp_path / "resolv.conf"
     conf.write_text("nameserver 127.0.0.53\nnameserver 203.0.113.53\nnameserver 169.254.169.253\n"
                     "nameserver fe80::1%eth0\n# nameserver 127.0.0.1\nsearch example\n")

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from domain.ports import ExitStatus
-from infra.runtime import detect_runtime
+from session_supervisor.domain.ports import ExitStatus
+from session_supervisor.infra.runtime import detect_runtime
 from tests.helpers import wait_for
 
 # setsid: a new session and process group, out of reach of a SIGSTOP to the attempt's group.

@@ -9,14 +9,14 @@ import sys
 
 import pytest
 
-from domain.ports import ExitStatus
-from infra.runtime import detect_runtime
+from session_supervisor.domain.ports import ExitStatus
+from session_supervisor.infra.runtime import detect_runtime
 from tests.serverproc import REPO_ROOT, free_port
 
 
 def serve(tmp_path, path: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": path}
-    argv = [sys.executable, "-m", "api", "serve", "--runtime", "bwrap", "--port", str(free_port()),
+    argv = [sys.executable, "-m", "session_supervisor.api", "serve", "--runtime", "bwrap", "--port", str(free_port()),
             "--data-dir", str(tmp_path / "data")]
     return subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, timeout=60, check=False)
 

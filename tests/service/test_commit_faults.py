@@ -12,13 +12,13 @@ import time
 
 import pytest
 
-from domain.commits import CommitPipeline
-from domain.model.errors import UnencodableEventError
-from domain.model.session import Session
-from domain.model.spec import normalize_spec
-from domain.supervisor import SessionSupervisor
-from infra.event_store import store_env
-from infra.writer import WriterThread
+from session_supervisor.domain.commits import CommitPipeline
+from session_supervisor.domain.model.errors import UnencodableEventError
+from session_supervisor.domain.model.session import Session
+from session_supervisor.domain.model.spec import normalize_spec
+from session_supervisor.domain.supervisor import SessionSupervisor
+from session_supervisor.infra.event_store import store_env
+from session_supervisor.infra.writer import WriterThread
 
 TOO_BIG = 2**70  # orjson refuses integers beyond 64 bits
 
@@ -105,8 +105,8 @@ def test_a_session_whose_creation_cannot_be_encoded_is_forgotten_not_half_stored
 def test_a_read_only_or_full_store_is_a_507_and_any_other_refusal_a_503(tmp_path):
     import sqlite3
 
-    from domain.model.errors import InsufficientStorageError, StoreUnavailableError
-    from domain.store_faults import store_error
+    from session_supervisor.domain.model.errors import InsufficientStorageError, StoreUnavailableError
+    from session_supervisor.domain.store_faults import store_error
 
     path = tmp_path / "ro.sqlite"
     sqlite3.connect(path).execute("CREATE TABLE t (x)").connection.commit()

@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from domain.model.errors import AttemptRunningError, OperationFailedError, SessionNotFoundError
+from session_supervisor.domain.model.errors import AttemptRunningError, OperationFailedError, SessionNotFoundError
 from tests.service.worlds import create, in_world, journal_types
 
 

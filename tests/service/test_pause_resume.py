@@ -16,10 +16,10 @@ import time
 
 import pytest
 
-from domain import lifecycle
-from domain.model.errors import UnavailableError
-from infra.bootstrap import Container
-from infra.settings import Settings
+from session_supervisor.domain import lifecycle
+from session_supervisor.domain.model.errors import UnavailableError
+from session_supervisor.infra.bootstrap import Container
+from session_supervisor.infra.settings import Settings
 
 SLEEP = {"command": ["sleep", "600"]}
 TIMEOUT_S = 100.0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from scenarios.world import World
+from session_supervisor.scenarios.world import World
 
 BASE_SPEC = {"command": ["worker"]}
 TEST_TIMEOUT_S = 60.0

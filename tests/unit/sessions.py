@@ -1,8 +1,8 @@
 """Build Session aggregates in a given phase through their own commands (no I/O, no clock)."""
 from __future__ import annotations
 
-from domain.model.session import START_FAILED, Session
-from domain.model.spec import normalize_spec
+from session_supervisor.domain.model.session import START_FAILED, Session
+from session_supervisor.domain.model.spec import normalize_spec
 
 T0 = 1_767_225_600_000_000_000
 SECOND = 1_000_000_000

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.model.contexts import (
+from session_supervisor.domain.model.contexts import (
     READY_TOKEN,
     exec_input,
     final_state,
@@ -11,7 +11,7 @@ from domain.model.contexts import (
     parse_create_context,
     parse_resize,
 )
-from domain.model.errors import InvalidRequestError
+from session_supervisor.domain.model.errors import InvalidRequestError
 
 
 def test_a_repl_request_gets_its_preset_a_terminal_and_the_ready_prompt():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 
-from domain.hub import BUFFER_BYTES, BUFFER_EVENTS, Hub
+from session_supervisor.domain.hub import BUFFER_BYTES, BUFFER_EVENTS, Hub
 
 
 def record(seq: int, data: str = "") -> dict:

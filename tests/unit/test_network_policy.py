@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.model.network import NetworkPolicyError, effective_policy, normalize_policy, template_policy
+from session_supervisor.domain.model.network import NetworkPolicyError, effective_policy, normalize_policy, template_policy
 
 
 def test_the_sdks_wire_shape_is_normalized_and_kept():

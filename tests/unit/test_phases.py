@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from domain.model import events as ev
-from domain.model.errors import DomainError, PhaseTransitionError
-from domain.model.phases import ALLOWED, LIVE_PHASES, Phase
-from domain.model.session import START_FAILED, Session
+from session_supervisor.domain.model import events as ev
+from session_supervisor.domain.model.errors import DomainError, PhaseTransitionError
+from session_supervisor.domain.model.phases import ALLOWED, LIVE_PHASES, Phase
+from session_supervisor.domain.model.session import START_FAILED, Session
 from tests.unit.sessions import T0, fill_restart_window, new_session, reach, run, start
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.model.policies import (
+from session_supervisor.domain.model.policies import (
     RESTART_LIMIT_EXCEEDED,
     backoff_ms,
     decide_restart,
@@ -11,7 +11,7 @@ from domain.model.policies import (
     go_duration,
     wants_restart,
 )
-from domain.model.spec import normalize_spec
+from session_supervisor.domain.model.spec import normalize_spec
 
 S = 1_000_000_000
 

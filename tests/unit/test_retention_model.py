@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import orjson
 
-from domain.model.journal import public_record
-from domain.model.retention import SEGMENTS, chunk_limit, logical_size, trim
-from domain.model.session import Session
-from domain.model.spec import normalize_spec
-from domain.model.timefmt import rfc3339
-from domain.retention import take_snapshot
-from domain.supervisor import _project
+from session_supervisor.domain.model.journal import public_record
+from session_supervisor.domain.model.retention import SEGMENTS, chunk_limit, logical_size, trim
+from session_supervisor.domain.model.session import Session
+from session_supervisor.domain.model.spec import normalize_spec
+from session_supervisor.domain.model.timefmt import rfc3339
+from session_supervisor.domain.retention import take_snapshot
+from session_supervisor.domain.supervisor import _project
 
 T0 = 1_700_000_000_123_456_789
 SEC = 1_000_000_000
@@ -115,7 +115,7 @@ def test_a_snapshot_is_detached_from_the_live_aggregate():
 
 
 def test_a_snapshot_round_trips_through_the_storage_codec():
-    from infra.codec import OrjsonTranscoder
+    from session_supervisor.infra.codec import OrjsonTranscoder
     from eventsourcing.persistence import Mapper
 
     session = new_session()

@@ -1,8 +1,8 @@
 """The Session aggregate's lifecycle commands: what they record and what they refuse."""
 from __future__ import annotations
 
-from domain.model import events as ev
-from domain.model.session import START_FAILED
+from session_supervisor.domain.model import events as ev
+from session_supervisor.domain.model.session import START_FAILED
 from tests.unit.sessions import SECOND, T0, new_session, reach, run, start
 
 
@@ -82,7 +82,7 @@ def test_an_updated_event_stored_before_version_2_loads_without_a_phase():
     """Rule 3: Updated gained ``phase`` with class_version 2; a v1 record still replays."""
     from eventsourcing.persistence import Mapper, StoredEvent
 
-    from infra.codec import OrjsonTranscoder
+    from session_supervisor.infra.codec import OrjsonTranscoder
 
     mapper = Mapper(transcoder=OrjsonTranscoder())
     session = reach("running")

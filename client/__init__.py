@@ -1,6 +1,6 @@
 """Python client for the session supervisor: ``Client`` (sync) and ``AsyncClient``.
 
-    from api.client import Client
+    from session_supervisor.client import Client
     with Client("http://127.0.0.1:8780", token) as c:
         sb = c.claim_sandbox("default").sandbox_id
         s = c.create_session(sb, {"command": ["/bin/cat"]}, idempotency_key="k1")
