@@ -8,9 +8,13 @@ is recorded: a failed change leaves the old policy both enforced and stored.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from .model.errors import UnavailableError
 from .model.network import effective_policy
+
+if TYPE_CHECKING:
+    from .service import SandboxService
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +48,7 @@ class NetworkLifecycle:
         sandbox = self.sandbox(sandbox_id)
         return effective_policy(sandbox.config, sandbox.template)
 
-    async def attach_network(self, service) -> None:
+    async def attach_network(self, service: SandboxService) -> None:
         """Before any attempt of the runtime starts: its sessions join this network."""
         sandbox = service.supervisor.sandbox
         try:

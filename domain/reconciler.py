@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from .model.errors import OperationFailedError, UnavailableError
 from .model.session import READINESS_TIMEOUT, START_FAILED, Session
-from .ports import AttemptHandle, ExitStatus, StartFailedError, TerminalSize
+from .ports import AttemptHandle, AttemptHost, ExitStatus, StartFailedError, TerminalSize
 
 log = logging.getLogger(__name__)
 INPUT_QUEUE_OPS = 256
@@ -38,8 +38,8 @@ class LiveAttempt:
 
 
 class Reconciler:
-    def __init__(self, ctx) -> None:
-        self.ctx = ctx  # the SandboxService: supervisor, pipeline, runners, clock, ids
+    def __init__(self, ctx: AttemptHost) -> None:
+        self.ctx = ctx  # its sandbox's service, seen through the AttemptHost port
         self.live: dict[str, LiveAttempt] = {}
         self.timers: dict[str, asyncio.Task] = {}  # backoff timers per session
         self._tasks: set[asyncio.Task] = set()
@@ -176,7 +176,6 @@ class Reconciler:
     def _after_exit(self, session: Session, decision) -> None:
         if decision.restart:
             self.timers[session.id] = self._spawn(self._restart_after(session, decision.delay_ms))
-        self.ctx.on_attempt_ended(session)
 
     async def _restart_after(self, session: Session, delay_ms: int) -> None:
         await self.ctx.clock.sleep(delay_ms / 1000)

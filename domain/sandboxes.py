@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Protocol
+from typing import Callable
 
 from .commits import CommitPipeline
 from .hub import Hub
-from .lifecycle import Checkpoints, RuntimeGate
+from .lifecycle import RuntimeGate
 from .model.errors import InvalidRequestError, SandboxNotFoundError, UnavailableError
 from .model.ids import sandbox_id_from
 from .model.network import template_policy
 from .model.sandbox import Sandbox
 from .networks import NetworkLifecycle, NoNetworks
+from .ports import Checkpoints, Clock, Isolator, ProcessRunner, SandboxFiles, SandboxNetworks
 from .runtimes import RuntimeLifecycle
 from .service import SandboxService
 from .store_faults import store_error
@@ -33,20 +34,11 @@ TEMPLATES: dict[str, dict[str, str]] = {
 }
 
 
-class SandboxFiles(Protocol):
-    def create(self, sandbox_id: str) -> None: ...
-    def list_ids(self) -> list[str]: ...
-    def workspace(self, sandbox_id: str) -> str: ...
-    def open_store(self, sandbox_id: str) -> SessionSupervisor: ...
-    def remove(self, sandbox_id: str) -> None: ...
-    def usage(self, sandbox_id: str) -> dict[str, int]: ...
-
-
 class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
-    def __init__(self, *, files: SandboxFiles, pipeline: CommitPipeline, hub: Hub, pipe_runner,
-                 pty_runner, runtime, clock, new_uuid_hex: Callable[[], str], base_env: dict[str, str],
+    def __init__(self, *, files: SandboxFiles, pipeline: CommitPipeline, hub: Hub, pipe_runner: ProcessRunner,
+                 pty_runner: ProcessRunner, runtime: Isolator, clock: Clock, new_uuid_hex: Callable[[], str], base_env: dict[str, str],
                  reap: Callable[[int, int], object], checkpoints: Checkpoints | None = None,
-                 networks=None):
+                 networks: SandboxNetworks | None = None):
         self.files = files
         self.pipeline = pipeline
         self.hub = hub

@@ -21,11 +21,13 @@ from .model.errors import (
     SessionExistsError,
     SessionNotFoundError,
 )
+from .model.env import build_env
 from .model.ids import attempt_id_from, session_id_from
 from .model.policies import expiry_due
 from .model.session import Session, input_digest
 from .model.signals import signal_description
 from .model.spec import execution_changed, normalize_spec
+from .ports import Clock, ExitStatus, Launch, ProcessRunner, SandboxIsolation, TerminalSize
 from .reconciler import INPUT_QUEUE_BYTES, INPUT_QUEUE_OPS, Reconciler
 from .retention import Retention
 from .supervisor import SessionSupervisor
@@ -35,7 +37,8 @@ EOF_WAIT_S = 5.0
 
 class SandboxService(JournalViews):
     def __init__(self, *, sandbox_id: str, supervisor: SessionSupervisor, pipeline: CommitPipeline,
-                 hub: Hub, pipe_runner, pty_runner, runtime, workspace, clock,
+                 hub: Hub, pipe_runner: ProcessRunner, pty_runner: ProcessRunner,
+                 runtime: SandboxIsolation, workspace: str, clock: Clock,
                  new_uuid_hex: Callable[[], str], sandbox_env: dict[str, str], base_env: dict[str, str]):
         self.sandbox_id = sandbox_id
         self.supervisor = supervisor
@@ -76,29 +79,21 @@ class SandboxService(JournalViews):
     def new_attempt_id(self) -> str:
         return attempt_id_from(self.new_uuid_hex())
 
-    def launch_for(self, session: Session):
+    def launch_for(self, session: Session) -> Launch:
         spec = session.spec
         terminal = self.reconciler.terminal_for(session)
-        env = {k.strip(): v for k, v in spec.get("env", {}).items() if k.strip() and "=" not in k}
         term = spec["io"]["terminal"]["term"] if terminal is not None else "xterm-256color"
-        return self.launch_process(spec["command"], spec.get("cwd", ""), env, terminal, term,
+        return self.launch_process(spec["command"], spec.get("cwd", ""), spec.get("env", {}), terminal, term,
                                    attempt_id=session.attempt_id)
 
     def launch_process(self, argv: list[str], cwd: str, env_overrides: dict[str, str],
-                       terminal, term: str = "xterm-256color", attempt_id: str = ""):
+                       terminal: TerminalSize | None, term: str = "xterm-256color", attempt_id: str = "") -> Launch:
         """The one way a process of this sandbox (a session attempt or a context) is launched."""
-        env = dict(self.base_env)
-        env.update(self.sandbox_env)
-        env.update(env_overrides)
-        if terminal is not None:
-            env["TERM"] = term
+        env = build_env(self.base_env, self.sandbox_env, env_overrides, term if terminal is not None else None)
         return self.runtime.launch(self.workspace, argv, cwd, env, terminal, attempt_id=attempt_id)
 
-    def translate_exit(self, status, attempt_id: str = ""):
+    def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus:
         return self.runtime.translate_exit(status, attempt_id)
-
-    def on_attempt_ended(self, session: Session) -> None:
-        pass
 
     # ---- queries ---------------------------------------------------------------------------
     def session(self, session_id: str) -> Session:

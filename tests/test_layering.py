@@ -107,6 +107,10 @@ def test_no_module_imports_against_the_dependency_direction():
     assert violations() == []
 
 
+def test_no_domain_collaborator_is_passed_as_an_untyped_context():
+    assert untyped_contexts() == []
+
+
 def test_the_layering_check_catches_a_domain_module_importing_infra(tmp_path, monkeypatch):
     (tmp_path / "domain" / "model").mkdir(parents=True)
     (tmp_path / "domain" / "model" / "bad.py").write_text(
