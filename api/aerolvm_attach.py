@@ -84,7 +84,7 @@ class Attach:
     def subscribe(self):
         """Snapshot (committed seq) and subscription in one synchronous step."""
         session = self.svc.session(self.session_id)
-        self.subscriber, self.upto = self.svc.subscribe(self.session_id, self.svc.cursor(session)[1])
+        self.subscriber, self.upto = self.svc.journal.subscribe(self.session_id, self.svc.journal.cursor(session)[1])
         if is_finished(session):
             self.last_exit = exit_info(session)
         return self.subscriber
@@ -105,7 +105,7 @@ class Attach:
 
     async def _replay(self) -> None:
         try:
-            chunks = await self.svc.output_tail(self.session_id, self.upto, REPLAY_BYTES)
+            chunks = await self.svc.journal.output_tail(self.session_id, self.upto, REPLAY_BYTES)
         except SessionNotFoundError:
             chunks = []  # deleted meanwhile: the live feed reports it
         for frame in output_frames(chunks):

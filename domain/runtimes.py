@@ -83,7 +83,7 @@ class RuntimeLifecycle:
                                              by_user=by_user, drain_s=drain_s)
                 del self.services[sandbox_id]
                 self.parked[sandbox_id] = paused
-                await self.detach_network(sandbox_id)  # the runtime's processes are gone
+                await self.network.detach(sandbox_id)  # the runtime's processes are gone
                 return paused
             except PauseCancelled:
                 log.info("sandbox %s: ttl pause cancelled by a runtime call", sandbox_id)
@@ -147,11 +147,11 @@ class RuntimeLifecycle:
 
     async def _new_runtime(self, sandbox_id: str, supervisor) -> None:
         service = self._service(sandbox_id, supervisor)
-        await self.attach_network(service)  # before any recovered attempt starts
+        await self.network.attach(service)  # before any recovered attempt starts
         try:
             await self.replace_runtime(service)
         except BaseException:
-            await self.detach_network(sandbox_id)
+            await self.network.detach(sandbox_id)
             raise
         self.services[sandbox_id] = service
         if self.checkpoints is not None:  # from now on a restart without a pause is a crash
@@ -191,12 +191,12 @@ class RuntimeLifecycle:
             before = self.sandbox(sandbox_id).config.get("resources")
             if "network" in changes:
                 old_network = self.network_policy(sandbox_id)
-                await self.apply_network(sandbox_id, changes["network"])
+                await self.network.apply(sandbox_id, changes["network"])
             try:
                 await self._record_sandbox(sandbox_id, lambda sb, now: sb.reconfigure(changes, now))
             except BaseException:
                 if "network" in changes:
-                    await self.apply_network(sandbox_id, old_network)
+                    await self.network.apply(sandbox_id, old_network)
                 raise
         if sandbox_id in self.services and "resources" in changes and changes["resources"] != before:
             await self.pause(sandbox_id, by_user=False)

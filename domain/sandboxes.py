@@ -18,7 +18,7 @@ from .model.errors import InvalidRequestError, SandboxNotFoundError, Unavailable
 from .model.ids import sandbox_id_from
 from .model.network import template_policy
 from .model.sandbox import Sandbox
-from .networks import NetworkLifecycle, NoNetworks
+from .networks import NoNetworks, SandboxNetworking
 from .ports import Checkpoints, Clock, Isolator, ProcessRunner, SandboxFiles, SandboxNetworks
 from .runtimes import RuntimeLifecycle
 from .service import SandboxService
@@ -34,7 +34,7 @@ TEMPLATES: dict[str, dict[str, str]] = {
 }
 
 
-class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
+class SandboxManager(RuntimeLifecycle):
     def __init__(self, *, files: SandboxFiles, pipeline: CommitPipeline, hub: Hub, pipe_runner: ProcessRunner,
                  pty_runner: ProcessRunner, runtime: Isolator, clock: Clock, new_uuid_hex: Callable[[], str], base_env: dict[str, str],
                  reap: Callable[[int, int], object], checkpoints: Checkpoints | None = None,
@@ -54,6 +54,7 @@ class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
         self.gates: dict[str, RuntimeGate] = {}
         self.checkpoints = checkpoints  # None: pause is unavailable (503)
         self.networks = networks or NoNetworks()  # domain.ports.SandboxNetworks
+        self.network = SandboxNetworking(self.networks, lambda sandbox_id: sandbox_id in self.services)
         self._sweeper: asyncio.Task | None = None
         self._lock = asyncio.Lock()
 
@@ -122,7 +123,7 @@ class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
         supervisor.sandbox = Sandbox.claim(sandbox_id, template, config, self.clock.now_ns())
         service = self._service(sandbox_id, supervisor)
         try:
-            await self.attach_network(service)
+            await self.network.attach(service)
         except Exception:
             service.expiry.stop()
             service.retention.stop()
@@ -137,6 +138,9 @@ class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
             await self._remove(sandbox_id)
             raise
         return supervisor.sandbox
+
+    def network_policy(self, sandbox_id: str) -> dict:
+        return SandboxNetworking.policy_of(self.sandbox(sandbox_id))
 
     def sandbox(self, sandbox_id: str) -> Sandbox:
         service = self.services.get(sandbox_id)
@@ -193,7 +197,7 @@ class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
             # Closed on the writer thread, after any store work queued for it: closing a
             # SQLite connection another thread is using can crash the process.
             await self.pipeline.run_in_writer(service.supervisor.close)
-            await self.detach_network(sandbox_id)
+            await self.network.detach(sandbox_id)
         await asyncio.to_thread(self.files.remove, sandbox_id)
 
     async def shutdown(self) -> None:

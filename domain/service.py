@@ -12,7 +12,7 @@ from .commits import CommitPipeline
 from .contexts import SandboxContexts
 from .expiry import ExpirySweep
 from .hub import Hub
-from .journal_views import JournalViews
+from .journal_views import SessionJournal
 from .model import requests as rq
 from .model.errors import (
     AttemptRunningError,
@@ -35,7 +35,7 @@ from .supervisor import SessionSupervisor
 EOF_WAIT_S = 5.0
 
 
-class SandboxService(JournalViews):
+class SandboxService:
     def __init__(self, *, sandbox_id: str, supervisor: SessionSupervisor, pipeline: CommitPipeline,
                  hub: Hub, pipe_runner: ProcessRunner, pty_runner: ProcessRunner,
                  runtime: SandboxIsolation, workspace: str, clock: Clock,
@@ -58,6 +58,7 @@ class SandboxService(JournalViews):
         self.expiry = ExpirySweep(self)  # started by the manager once the runtime is active
         self.retention = Retention(supervisor, pipeline, clock)  # started by the manager too
         supervisor.on_commit = self.retention.on_commit
+        self.journal = SessionJournal(supervisor, hub, self.retention, self.session)
         self.create_lock = asyncio.Lock()
         self.deleting: set[str] = set()
         self._lifecycle_locks: dict[str, asyncio.Lock] = {}

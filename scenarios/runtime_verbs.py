@@ -143,7 +143,7 @@ async def audit(world: World, step: dict) -> list[str]:
     """Every attempt ever, as ``"<number> g<generation> <start reason> -> <end reason|live>"``."""
     name = step.get("session", "main")
     await world.settle()
-    history = [_attempt_line(a) for a in world.service.attempts(world.session_id(name))]
+    history = [_attempt_line(a) for a in world.service.journal.attempts(world.session_id(name))]
     if history != step["attempts"]:
         raise AssertionError(f"audit {name}: expected {step['attempts']}\n  got {history}")
     return [f"audit {name}: {len(history)} attempts ✓", *(f"  {line}" for line in history)]

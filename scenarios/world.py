@@ -179,7 +179,7 @@ class World:
                     self._pids[session_id] = attempt["pid"]
 
     async def journal(self, name: str, after: int = 0) -> list[dict]:
-        records, _cursor = await self.service.events_page(self.session_id(name), after, 1_000_000)
+        records, _cursor = await self.service.journal.events_page(self.session_id(name), after, 1_000_000)
         return records
 
     @property

@@ -138,8 +138,8 @@ async def resize_session(request: Request, sandbox_id: str, session_id: str):
 async def session_log(request: Request, sandbox_id: str, session_id: str):
     """200 raw bytes: the retained output window the attach replay sends, stdout and stderr interleaved."""
     svc = service(request, sandbox_id)
-    upto = svc.cursor(svc.session(session_id))[1]
-    chunks = await svc.output_tail(session_id, upto, REPLAY_BYTES)
+    upto = svc.journal.cursor(svc.session(session_id))[1]
+    chunks = await svc.journal.output_tail(session_id, upto, REPLAY_BYTES)
     return HTTPResponse(b"".join(data for _stream, data in chunks), content_type="text/plain; charset=utf-8")
 
 

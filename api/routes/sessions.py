@@ -15,7 +15,7 @@ def service(request: Request, sandbox_id: str):
 
 
 def rendered(svc, session) -> dict:
-    return render_session(session, svc.cursor(session))
+    return render_session(session, svc.journal.cursor(session))
 
 
 @bp.get("", ctx_action="list_sessions", strict_slashes=False)

@@ -98,7 +98,7 @@ def test_a_slow_stop_of_one_session_does_not_hold_up_calls_on_another(tmp_path):
         svc = world.service
         await svc.write_input(other.id, {"input_id": "i1", "data_base64": "aGkK"})
         await svc.send_signal(other.id, {"signal": "USR1"})
-        await svc.events_page(other.id, 0, 100)
+        await svc.journal.events_page(other.id, 0, 100)
         await svc.create_attempt(other.id, {"replace_current": True})
         await svc.update_session(other.id, {"command": ["worker"], "name": "renamed"})
         assert svc.session(other.id).attempt["number"] == 2
