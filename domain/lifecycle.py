@@ -158,7 +158,7 @@ async def pause_runtime(service: SandboxService, gate: RuntimeGate, checkpoints:
         await service.pipeline.run_in_writer(lambda: _seal(checkpoints, service, manifest))
     except Exception:  # the commit above is what counts; resume verifies what is on disk
         log.exception("sandbox %s: sealing the checkpoint failed", service.sandbox_id)
-    await release(service)
+    await service.release()
     return paused
 
 
@@ -229,11 +229,6 @@ def end_streams(service: SandboxService, hub: Hub) -> None:
     """The runtime is going away: SSE streams end, WebSockets close with 1001."""
     for session in service.list_sessions():
         hub.close_session(session.id, "shutdown")
-
-
-async def release(service: SandboxService) -> None:
-    """End every process of the runtime: SIGKILL to each group, each one reaped."""
-    await service.reconciler.kill_everything()
 
 
 async def _settle(reconciler) -> None:

@@ -72,6 +72,21 @@ class SandboxService:
             lock = self._lifecycle_locks[session_id] = asyncio.Lock()
         return lock
 
+    # ---- the runtime's end: the one tear-down (pause, delete, shutdown, a lost runtime) ------
+    async def release(self) -> None:
+        """End the runtime: no expiry or retention sweep, every process killed and reaped with
+        its exit not recorded, contexts closed, the isolation (cgroups) released."""
+        self.expiry.stop()
+        self.retention.stop()
+        await self.reconciler.kill_everything()
+
+    async def close(self) -> None:
+        """Close the store. Nothing more is staged for it; it is closed on the writer thread,
+        after any store work queued there (closing a connection another thread uses can crash)."""
+        self.supervisor.released = True
+        self.pipeline.faults.forget(self.supervisor)
+        await self.pipeline.run_in_writer(self.supervisor.close)
+
     # ---- context for the reconciler -------------------------------------------------------
     @property
     def generation(self) -> int:

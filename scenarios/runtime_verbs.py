@@ -80,11 +80,8 @@ async def replace_runtime(world: World, step: dict) -> list[str]:
     async with manager.gate(sandbox_id).lock:
         service = manager.services.pop(sandbox_id, None)
         if service is not None:
-            service.expiry.stop()
-            service.retention.stop()
-            await service.reconciler.kill_everything()  # ends them without recording the exits
-            service.supervisor.released = True  # what was staged and not committed is lost
-            await manager.pipeline.run_in_writer(service.supervisor.close)
+            await service.release()  # ends the processes without recording the exits
+            await service.close()  # what was staged and not committed is lost
         manager.parked.pop(sandbox_id, None)
         await manager.bring_up(sandbox_id)
     await world.settle()

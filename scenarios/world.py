@@ -214,7 +214,7 @@ class World:
     def _lifecycle_busy(self) -> bool:
         # A pause or resume (e.g. started by the ttl sweep) waits on the writer thread, not the clock.
         manager = self.container.manager if self.container is not None else None
-        return manager is not None and any(g.lock.locked() for g in manager.gates.values())
+        return manager is not None and any(g.lock.locked() for g in manager.runtimes.gates.values())
 
     def _signature(self) -> tuple:
         sessions = []
