@@ -231,9 +231,9 @@ class Attach:
         kind = control.get("type")
         try:
             if kind == "resize":
-                await self.svc.resize(self.session_id, {"rows": control.get("rows"), "cols": control.get("cols")})
+                await self.svc.io.resize(self.session_id, {"rows": control.get("rows"), "cols": control.get("cols")})
             elif kind == "signal":
-                await self.svc.send_signal(self.session_id, {"signal": control.get("signal")})
+                await self.svc.io.send_signal(self.session_id, {"signal": control.get("signal")})
         except DomainError as exc:
             # No reply channel: an error frame would end the client's wait(). A pipes
             # session ignores resizes, and an exited one gets its exit frame anyway.
@@ -243,7 +243,7 @@ class Attach:
     async def _write_stdin(self, data: bytes) -> None:
         body = {"input_id": f"attach-{uuid.uuid4().hex}", "data_base64": base64.b64encode(data).decode()}
         try:
-            await self.svc.write_input(self.session_id, body)
+            await self.svc.io.write_input(self.session_id, body)
         except (SessionNotRunningError, OperationFailedError, SessionNotFoundError) as exc:
             # The process is gone: the exit frame follows, which is what the client waits for.
             log.debug("attach input to %s dropped: %s", self.session_id, exc.message)

@@ -176,7 +176,7 @@ def freeze(service: SandboxService, at_ns: int) -> list:
                 or session.phase not in (Phase.STARTING, Phase.RUNNING):
             continue
         live.handle.send_signal(signal.SIGSTOP)
-        reconciler._record(session, session.freeze, at_ns)
+        reconciler.record(session, session.freeze, at_ns)
         frozen.append((session, live))
     service.runtime.freeze(True)  # the sandbox's freezer cgroup, where the runtime has one
     return frozen
@@ -188,7 +188,7 @@ async def thaw(service: SandboxService, frozen: list, at_ns: int) -> None:
     service.runtime.freeze(False)
     for session, live in frozen:
         live.handle.send_signal(signal.SIGCONT)
-        reconciler._record(session, session.thaw, at_ns)
+        reconciler.record(session, session.thaw, at_ns)
     for session in service.list_sessions():  # the freeze cancelled their backoff timers
         if session.phase == Phase.BACKOFF and session.desired_state == "running" \
                 and session.id not in reconciler.timers:

@@ -13,10 +13,10 @@ from .contexts import SandboxContexts
 from .expiry import ExpirySweep
 from .hub import Hub
 from .journal_views import SessionJournal
+from .session_io import SessionIO
 from .model import requests as rq
 from .model.errors import (
     AttemptRunningError,
-    InputBufferFullError,
     OperationFailedError,
     SessionExistsError,
     SessionNotFoundError,
@@ -24,15 +24,12 @@ from .model.errors import (
 from .model.env import build_env
 from .model.ids import attempt_id_from, session_id_from
 from .model.policies import expiry_due
-from .model.session import Session, input_digest
-from .model.signals import signal_description
+from .model.session import Session
 from .model.spec import execution_changed, normalize_spec
 from .ports import Clock, ExitStatus, Launch, ProcessRunner, SandboxIsolation, TerminalSize
-from .reconciler import INPUT_QUEUE_BYTES, INPUT_QUEUE_OPS, Reconciler
+from .reconciler import Reconciler
 from .retention import Retention
 from .supervisor import SessionSupervisor
-
-EOF_WAIT_S = 5.0
 
 
 class SandboxService:
@@ -59,6 +56,7 @@ class SandboxService:
         self.retention = Retention(supervisor, pipeline, clock)  # started by the manager too
         supervisor.on_commit = self.retention.on_commit
         self.journal = SessionJournal(supervisor, hub, self.retention, self.session)
+        self.io = SessionIO(self)  # input, signals, resize: service.io.write_input(...)
         self.create_lock = asyncio.Lock()
         self.deleting: set[str] = set()
         self._lifecycle_locks: dict[str, asyncio.Lock] = {}
@@ -122,9 +120,6 @@ class SandboxService:
         return sorted(self.supervisor.sessions.values(), key=lambda s: (s.created_ns, s.id))
 
     # ---- lifecycle commands -----------------------------------------------------------------
-    def _record(self, session: Session, command, *args, **kwargs):
-        return self.reconciler._record(session, command, *args, **kwargs)
-
     async def create_session(self, raw_spec, idempotency_key: str) -> tuple[Session, bool]:
         spec = normalize_spec(raw_spec)
         key = rq.bounded_key(idempotency_key, "Idempotency-Key")
@@ -158,7 +153,7 @@ class SandboxService:
         async with self.lifecycle_lock(session_id):
             session = self.session(session_id)  # a delete may have finished while we waited
             old_spec = session.spec
-            self._record(session, session.update_spec, spec, self.clock.now_ns())
+            self.reconciler.record(session, session.update_spec, spec, self.clock.now_ns())
             failure = None
             if spec["lifecycle"]["desired_state"] == "stopped":
                 self.reconciler.cancel_timer(session.id)
@@ -185,7 +180,7 @@ class SandboxService:
             self.pipeline.check_writable(self.supervisor)
         async with self.lifecycle_lock(session_id):
             session = self.session(session_id)
-            self._record(session, session.set_desired_state, state, self.clock.now_ns())
+            self.reconciler.record(session, session.set_desired_state, state, self.clock.now_ns())
             failure = None
             if state == "stopped":
                 self.reconciler.cancel_timer(session.id)
@@ -219,7 +214,7 @@ class SandboxService:
             now = self.clock.now_ns()
             # Re-decided under the lock: input or a spec change may have come in meanwhile.
             if not expiry_due(session.spec["lifecycle"], session.created_ns, session.last_activity_ns, now) \
-                    or not self._record(session, session.expire, now):
+                    or not self.reconciler.record(session, session.expire, now):
                 return False
             self.reconciler.cancel_timer(session_id)
             if session.has_live_attempt:
@@ -247,82 +242,3 @@ class SandboxService:
             self.deleting.discard(session_id)
         self._lifecycle_locks.pop(session_id, None)
         await asyncio.to_thread(self.supervisor.delete_journal, session_id)
-
-    # ---- process interaction ------------------------------------------------------------------
-    async def write_input(self, session_id: str, body: dict) -> dict:
-        rq.check_input_types(body)
-        session = self.session(session_id)
-        self._refuse_when_full(session, body)
-        request = rq.parse_input(body)
-        live = self.reconciler.live.get(session_id)
-        lock = live.input_lock if live is not None else asyncio.Lock()
-        async with lock:  # input requests of one attempt are serialized (contract §6.9)
-            def digest_of(attempt_id: str) -> str:
-                return input_digest(attempt_id, request.data, request.eof)
-
-            duplicate = session.check_input(request.input_id, digest_of, request.expected_attempt_id)
-            attempt_id = session.attempt_id
-            if duplicate:
-                return _input_reply(request.input_id, attempt_id, True)
-            live = self.reconciler.live.get(session_id)
-            if live is None or live.handle is None:
-                raise OperationFailedError("process not running")
-            if live.ops.qsize() + (1 if request.data else 0) + (1 if request.eof else 0) > INPUT_QUEUE_OPS:
-                raise InputBufferFullError()
-            # Bounded in bytes too; one input larger than the bound is taken when nothing waits.
-            if live.queued_bytes and live.queued_bytes + len(request.data) > INPUT_QUEUE_BYTES:
-                raise InputBufferFullError()
-            self.pipeline.check_writable(self.supervisor)  # 507 before the process sees a byte
-            if live.eof_queued and request.data:
-                raise OperationFailedError("process not running")
-            close_done = self.reconciler.queue_input(live, request.data, request.eof)
-            self._record(session, session.accept_input, request.input_id, digest_of(attempt_id),
-                         self.clock.now_ns(), len(request.data), request.eof)
-            await self.pipeline.flush(self.supervisor)
-            if close_done is not None:
-                await _wait_close(close_done, live)
-        return _input_reply(request.input_id, attempt_id, False)
-
-    def _refuse_when_full(self, session: Session, body: dict) -> None:
-        """429 before decoding a body whose bytes could not be queued anyway: a storm of large
-        inputs would otherwise hold a decoded copy of each (a retry of a known id still
-        reaches its dedupe)."""
-        live = self.reconciler.live.get(session.id)
-        if live is None or not live.queued_bytes or (body.get("input_id") or "").strip() in session.receipts:
-            return
-        if live.queued_bytes + len(body.get("data_base64") or "") * 3 // 4 > INPUT_QUEUE_BYTES:
-            raise InputBufferFullError()
-
-    async def send_signal(self, session_id: str, body: dict) -> None:
-        signum, expected = rq.parse_signal_request(body)  # before lookup (contract §1.9)
-        session = self.session(session_id)
-        session.check_live(expected)
-        live = self.reconciler.live.get(session_id)
-        if live is None or live.handle is None:
-            raise OperationFailedError("process not running")
-        live.handle.send_signal(signum)
-        self._record(session, session.record_signal, signum, signal_description(signum), self.clock.now_ns())
-        await self.pipeline.flush(self.supervisor)
-
-    async def resize(self, session_id: str, body: dict) -> None:
-        rows, cols, expected = rq.parse_resize(body)  # before lookup (contract §1.10)
-        session = self.session(session_id)
-        session.check_resize(expected)
-        self.pipeline.check_writable(self.supervisor)
-        live = self.reconciler.live.get(session_id)
-        if live is None or live.handle is None:
-            raise OperationFailedError("process not running")
-        live.handle.resize(rows, cols)
-        self._record(session, session.record_resize, rows, cols, self.clock.now_ns())
-        await self.pipeline.flush(self.supervisor)
-
-
-def _input_reply(input_id: str, attempt_id: str, duplicate: bool) -> dict:
-    return {"input_id": input_id, "attempt_id": attempt_id, "accepted": True, "duplicate": duplicate}
-
-
-async def _wait_close(close_done: asyncio.Future, live) -> None:
-    try:
-        await asyncio.wait_for(asyncio.shield(close_done), EOF_WAIT_S)
-    except asyncio.TimeoutError:
-        raise OperationFailedError("input close timed out") from None

@@ -37,9 +37,9 @@ REPLAY_PAGE = 64  # events per journal read: output events can be 256 KiB each
 # The frames a client may send, each to the one service call it means (an explicit table:
 # no frame type can reach any other method of the service).
 OPERATIONS = {
-    "input": lambda svc, session_id, message: svc.write_input(session_id, message),
-    "signal": lambda svc, session_id, message: svc.send_signal(session_id, message),
-    "resize": lambda svc, session_id, message: svc.resize(session_id, message),
+    "input": lambda svc, session_id, message: svc.io.write_input(session_id, message),
+    "signal": lambda svc, session_id, message: svc.io.send_signal(session_id, message),
+    "resize": lambda svc, session_id, message: svc.io.resize(session_id, message),
 }
 GONE = (ConnectionClosed, WebsocketClosed)  # the peer went away: nothing to report
 
