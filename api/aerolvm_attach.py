@@ -25,6 +25,7 @@ from session_supervisor.domain.model.errors import (
     SessionNotFoundError,
     SessionNotRunningError,
 )
+from session_supervisor.domain.model.requests import InputRequest
 
 from .aerolvm_schema import exit_info, is_finished
 from .routes.ws import GONE, first_done, retrieve_outcome
@@ -241,9 +242,9 @@ class Attach:
         return kind if isinstance(kind, str) else ""
 
     async def _write_stdin(self, data: bytes) -> None:
-        body = {"input_id": f"attach-{uuid.uuid4().hex}", "data_base64": base64.b64encode(data).decode()}
+        request = InputRequest(f"attach-{uuid.uuid4().hex}", data, False, "")
         try:
-            await self.svc.io.write_input(self.session_id, body)
+            await self.svc.io.write(self.session_id, request)
         except (SessionNotRunningError, OperationFailedError, SessionNotFoundError) as exc:
             # The process is gone: the exit frame follows, which is what the client waits for.
             log.debug("attach input to %s dropped: %s", self.session_id, exc.message)

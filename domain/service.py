@@ -56,7 +56,7 @@ class SandboxService:
         self.retention = Retention(supervisor, pipeline, clock)  # started by the manager too
         supervisor.on_commit = self.retention.on_commit
         self.journal = SessionJournal(supervisor, hub, self.retention, self.session)
-        self.io = SessionIO(self)  # input, signals, resize: service.io.write_input(...)
+        self.io = SessionIO(self)  # input, signals, resize (typed: api/commands.py parses the wire)
         self.create_lock = asyncio.Lock()
         self.deleting: set[str] = set()
         self._lifecycle_locks: dict[str, asyncio.Lock] = {}

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from .model import requests as rq
 from .model.errors import InputBufferFullError, OperationFailedError
-from .model.session import Session, input_digest
+from .model.requests import InputRequest
+from .model.session import input_digest
 from .model.signals import signal_description
 from .reconciler import INPUT_QUEUE_BYTES, INPUT_QUEUE_OPS
 
@@ -25,11 +26,9 @@ class SessionIO:
     def __init__(self, service: SandboxService) -> None:
         self.service = service
 
-    async def write_input(self, session_id: str, body: dict) -> dict:
-        rq.check_input_types(body)
+    async def write(self, session_id: str, request: InputRequest) -> dict:
+        """Queue ``request``'s bytes (or EOF) for the live attempt; reply once accepted and committed."""
         session = self.service.session(session_id)
-        self._refuse_when_full(session, body)
-        request = rq.parse_input(body)
         live = self.service.reconciler.live.get(session_id)
         lock = live.input_lock if live is not None else asyncio.Lock()
         async with lock:  # input requests of one attempt are serialized (contract §6.9)
@@ -60,14 +59,15 @@ class SessionIO:
                 await _wait_close(close_done, live)
         return _input_reply(request.input_id, attempt_id, False)
 
-    def _refuse_when_full(self, session: Session, body: dict) -> None:
-        """429 before decoding a body whose bytes could not be queued anyway: a storm of large
-        inputs would otherwise hold a decoded copy of each (a retry of a known id still
-        reaches its dedupe)."""
+    def refuse_when_full(self, session_id: str, input_id: str, size: int) -> None:
+        """404 for an unknown session; 429 before decoding a body whose ``size`` bytes could
+        not be queued anyway: a storm of large inputs would otherwise hold a decoded copy of
+        each (a retry of a known id still reaches its dedupe)."""
+        session = self.service.session(session_id)
         live = self.service.reconciler.live.get(session.id)
-        if live is None or not live.queued_bytes or (body.get("input_id") or "").strip() in session.receipts:
+        if live is None or not live.queued_bytes or input_id in session.receipts:
             return
-        if live.queued_bytes + len(body.get("data_base64") or "") * 3 // 4 > INPUT_QUEUE_BYTES:
+        if live.queued_bytes + size > INPUT_QUEUE_BYTES:
             raise InputBufferFullError()
 
     async def send_signal(self, session_id: str, body: dict) -> None:

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
+from session_supervisor.api import commands
+
 from .expectations import check, describe, signal_number
 from .world import World, check_outcome, outcome
 
@@ -133,7 +135,7 @@ async def send_input(world: World, step: dict) -> list[str]:
     body = {"input_id": step.get("input_id") or f"in-{len(world.calls) + 1}",
             "data_base64": base64.b64encode(step["data"].encode()).decode(), "eof": step.get("eof", False)}
     return await _call(world, step, f"input {name} {step['data']!r}",
-                       world.service.io.write_input(world.session_id(name), body))
+                       commands.write_input(world.service.io, world.session_id(name), body))
 
 
 @verb("signal", required={"name": str}, optional=CALL)

@@ -5,6 +5,7 @@ from sanic import Blueprint, Request
 
 from session_supervisor.domain.model.requests import body_object
 
+from .. import commands
 from ..schemas import ok, parse_json, render_session
 
 bp = Blueprint("sessions", url_prefix="/api/v1/sandboxes/<sandbox_id>/sessions")
@@ -76,7 +77,7 @@ async def create_attempt(request: Request, sandbox_id: str, session_id: str):
 async def write_input(request: Request, sandbox_id: str, session_id: str):
     """202 {input_id, attempt_id, accepted, duplicate}; 400; 404; 409; 429 input_buffer_full."""
     body = body_object(parse_json(request))
-    return ok(await service(request, sandbox_id).io.write_input(session_id, body), 202)
+    return ok(await commands.write_input(service(request, sandbox_id).io, session_id, body), 202)
 
 
 @bp.post("/<session_id>/signals", ctx_action="signal_session")

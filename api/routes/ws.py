@@ -23,6 +23,7 @@ from websockets.exceptions import ConnectionClosed
 from session_supervisor.domain.model.errors import CursorExpiredError, DomainError
 from session_supervisor.domain.model.requests import parse_cursor, parse_limit
 
+from .. import commands
 from ..browser import EchoedConsoleSubprotocol
 from .sessions import service
 
@@ -37,7 +38,7 @@ REPLAY_PAGE = 64  # events per journal read: output events can be 256 KiB each
 # The frames a client may send, each to the one service call it means (an explicit table:
 # no frame type can reach any other method of the service).
 OPERATIONS = {
-    "input": lambda svc, session_id, message: svc.io.write_input(session_id, message),
+    "input": lambda svc, session_id, message: commands.write_input(svc.io, session_id, message),
     "signal": lambda svc, session_id, message: svc.io.send_signal(session_id, message),
     "resize": lambda svc, session_id, message: svc.io.resize(session_id, message),
 }
