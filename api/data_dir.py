@@ -13,7 +13,7 @@ import os
 import secrets
 from pathlib import Path
 
-# The client keeps its own copy of these three conventions (client/local_server.py) so that
+# The client keeps its own copy of these three conventions (api/client/local_server.py) so that
 # neither side imports the other; tests/test_layering.py checks that the two copies agree.
 TOKEN_FILE_NAME = "token"
 LOCK_FILE_NAME = "lock"

@@ -3,17 +3,16 @@
 mechanically before it is merged: ``python tests/rewrite_imports_one_package.py [REPO]``.
 
 What it does, idempotently (a second run changes nothing):
-- ``git mv api/client client`` when ``api/client`` still exists (the client is its own part now);
 - in ``*.py``: ``from X``/``import X`` statements and string literals that are a whole dotted
   module path (``"-m", "api"``, ``"infra.codec:OrjsonTranscoder"``, ``"domain.reconciler"``)
   get the ``session_supervisor.`` prefix, ``api.client`` becoming ``session_supervisor.client``;
-- in ``*.md``: the same for import lines and ``python -m X`` commands, and ``api/client/`` paths.
+- in ``*.md``: the same for import lines and ``python -m X`` commands.
+The client stays in ``api/client/``; pyproject.toml maps it to ``session_supervisor.client``.
 ``pyproject.toml`` is not touched (its package map is written by hand once).
 """
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,7 +27,6 @@ MODULE_LITERAL = re.compile(
     rf"""(["'])({TOP}(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*)?|{TOP}:[A-Za-z_]\w*)\1"""
     rf"""|(?<=["']-m["'], )(["'])({TOP})\3""")
 DASH_M = re.compile(rf"(-m\s+)({TOP}(?:\.\w+)*)\b")
-CLIENT_PATH = re.compile(r"(?<![\w/.])api/client/")
 
 
 def qualified(module: str) -> str:
@@ -47,8 +45,7 @@ def rewrite_python(text: str) -> str:
 
 def rewrite_markdown(text: str) -> str:
     text = IMPORT_LINE.sub(lambda m: m.group(1) + qualified(m.group(2)), text)
-    text = DASH_M.sub(lambda m: m.group(1) + qualified(m.group(2)), text)
-    return CLIENT_PATH.sub("client/", text)
+    return DASH_M.sub(lambda m: m.group(1) + qualified(m.group(2)), text)
 
 
 def files(root: Path, suffix: str):
@@ -58,8 +55,6 @@ def files(root: Path, suffix: str):
 
 
 def main(root: Path) -> int:
-    if (root / "api" / "client").is_dir():
-        subprocess.run(["git", "mv", "api/client", "client"], cwd=root, check=True)
     changed = 0
     for suffix, rewrite in ((".py", rewrite_python), (".md", rewrite_markdown)):
         for path in files(root, suffix):

@@ -1,7 +1,8 @@
 """The dependency direction of architecture.md §3, checked on every import statement.
 
 The folders install as one package (pyproject.toml's package map): ``domain/`` is
-``session_supervisor.domain`` and so on, and ``client/`` is ``session_supervisor.client``.
+``session_supervisor.domain`` and so on, and ``api/client/`` is its own package,
+``session_supervisor.client`` (not ``session_supervisor.api.client``).
 """
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "session_supervisor"
-FOLDERS = ("api", "client", "domain", "infra", "scenarios")
+FOLDERS = {"api": "api", "client": "api/client", "domain": "domain", "infra": "infra", "scenarios": "scenarios"}
+CLIENT_FOLDER = ("api", "client")
 SERVER = tuple(f"{PACKAGE}.{name}" for name in ("api", "domain", "infra", "scenarios"))
 OLD_TOP_LEVEL = ("api", "domain", "infra", "scenarios", "client")  # never imported bare any more
 
@@ -41,7 +43,10 @@ FORBIDDEN = {
 
 
 def module_name(path: Path) -> str:
-    return ".".join((PACKAGE, *path.relative_to(ROOT).with_suffix("").parts))
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    if parts[:2] == CLIENT_FOLDER:
+        parts = ("client", *parts[2:])
+    return ".".join((PACKAGE, *parts))
 
 
 def imports_of(path: Path) -> list[str]:
@@ -59,8 +64,11 @@ def imports_of(path: Path) -> list[str]:
 
 
 def sources():
-    for folder in FOLDERS:
-        yield from sorted((ROOT / folder).glob("**/*.py"))
+    for name, folder in FOLDERS.items():
+        for path in sorted((ROOT / folder).glob("**/*.py")):
+            if name != "client" and path.relative_to(ROOT).parts[:2] == CLIENT_FOLDER:
+                continue  # the client's own package, walked under its own name
+            yield path
 
 
 def violations() -> list[str]:
@@ -115,9 +123,8 @@ def test_the_layering_check_catches_a_domain_module_importing_infra(tmp_path, mo
     (tmp_path / "domain" / "model").mkdir(parents=True)
     (tmp_path / "domain" / "model" / "bad.py").write_text(
         "from session_supervisor.infra.codec import compress\nfrom ...api import app\n")
-    (tmp_path / "client").mkdir()
-    (tmp_path / "client" / "leak.py").write_text("from session_supervisor.domain.model import ids\n")
-    (tmp_path / "api").mkdir()
+    (tmp_path / "api" / "client").mkdir(parents=True)
+    (tmp_path / "api" / "client" / "leak.py").write_text("from session_supervisor.domain.model import ids\n")
     (tmp_path / "api" / "back.py").write_text("from ..client import Client\nimport infra.codec\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert violations() == [

@@ -14,7 +14,7 @@ import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ("pyproject.toml", "README.md", "api", "client", "domain", "infra", "scenarios")
+SOURCES = ("pyproject.toml", "README.md", "api", "domain", "infra", "scenarios")  # api/ holds api/client/
 
 
 def test_pip_install_puts_exactly_one_top_level_package_and_its_scripts(tmp_path):
@@ -41,6 +41,7 @@ def test_pip_install_puts_exactly_one_top_level_package_and_its_scripts(tmp_path
     assert top_level == ["session_supervisor", "session_supervisor-0.1.0.dist-info"]
     assert sorted(p.name for p in (site / "session_supervisor").iterdir()) == [
         "api", "client", "domain", "infra", "scenarios"]
+    assert not (site / "session_supervisor" / "api" / "client").exists()  # installed once, as .client
     assert (env_dir / "bin" / "sessiond").exists() and (env_dir / "bin" / "sessionctl").exists()
 
     def run(code: str) -> subprocess.CompletedProcess:
