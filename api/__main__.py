@@ -11,7 +11,7 @@ from pathlib import Path
 
 from session_supervisor.infra.settings import Settings
 
-from .client.local_server import default_data_dir, is_loopback_host
+from .data_dir import default_data_dir, is_loopback_host
 from .operator_log import LEVELS, configure_logging, set_process_title, startup_line
 
 log = logging.getLogger("sessiond")

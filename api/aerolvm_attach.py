@@ -25,6 +25,7 @@ from session_supervisor.domain.model.errors import (
     SessionNotFoundError,
     SessionNotRunningError,
 )
+from session_supervisor.domain.model.requests import InputRequest
 
 from .aerolvm_schema import exit_info, is_finished
 from .routes.ws import GONE, first_done, retrieve_outcome
@@ -84,7 +85,7 @@ class Attach:
     def subscribe(self):
         """Snapshot (committed seq) and subscription in one synchronous step."""
         session = self.svc.session(self.session_id)
-        self.subscriber, self.upto = self.svc.subscribe(self.session_id, self.svc.cursor(session)[1])
+        self.subscriber, self.upto = self.svc.journal.subscribe(self.session_id, self.svc.journal.cursor(session)[1])
         if is_finished(session):
             self.last_exit = exit_info(session)
         return self.subscriber
@@ -105,7 +106,7 @@ class Attach:
 
     async def _replay(self) -> None:
         try:
-            chunks = await self.svc.output_tail(self.session_id, self.upto, REPLAY_BYTES)
+            chunks = await self.svc.journal.output_tail(self.session_id, self.upto, REPLAY_BYTES)
         except SessionNotFoundError:
             chunks = []  # deleted meanwhile: the live feed reports it
         for frame in output_frames(chunks):
@@ -231,9 +232,9 @@ class Attach:
         kind = control.get("type")
         try:
             if kind == "resize":
-                await self.svc.resize(self.session_id, {"rows": control.get("rows"), "cols": control.get("cols")})
+                await self.svc.io.resize(self.session_id, {"rows": control.get("rows"), "cols": control.get("cols")})
             elif kind == "signal":
-                await self.svc.send_signal(self.session_id, {"signal": control.get("signal")})
+                await self.svc.io.send_signal(self.session_id, {"signal": control.get("signal")})
         except DomainError as exc:
             # No reply channel: an error frame would end the client's wait(). A pipes
             # session ignores resizes, and an exited one gets its exit frame anyway.
@@ -241,9 +242,9 @@ class Attach:
         return kind if isinstance(kind, str) else ""
 
     async def _write_stdin(self, data: bytes) -> None:
-        body = {"input_id": f"attach-{uuid.uuid4().hex}", "data_base64": base64.b64encode(data).decode()}
+        request = InputRequest(f"attach-{uuid.uuid4().hex}", data, False, "")
         try:
-            await self.svc.write_input(self.session_id, body)
+            await self.svc.io.write(self.session_id, request)
         except (SessionNotRunningError, OperationFailedError, SessionNotFoundError) as exc:
             # The process is gone: the exit frame follows, which is what the client waits for.
             log.debug("attach input to %s dropped: %s", self.session_id, exc.message)

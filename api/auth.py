@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from sanic import Request
 
 from .browser import subprotocol_bearer
-from .client.local_server import is_loopback_host
+from .data_dir import is_loopback_host
 from .errors import AEROLVM_PREFIX, aerolvm_error, envelope
 
 PROTECTED_PREFIXES = ("/api/", "/v1/", "/metrics")

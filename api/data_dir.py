@@ -8,13 +8,32 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import ipaddress
 import os
 import secrets
 from pathlib import Path
 
-from .client.local_server import TOKEN_FILE_NAME
-
+# The client keeps its own copy of these three conventions (api/client/local_server.py) so that
+# neither side imports the other; tests/test_layering.py checks that the two copies agree.
+TOKEN_FILE_NAME = "token"
 LOCK_FILE_NAME = "lock"
+LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "sessiond"
+
+
+def is_loopback_host(host: str) -> bool:
+    """A loopback name or address (brackets and a trailing dot allowed, as in a Host header)."""
+    host = host.strip().strip("[]").rstrip(".").lower()
+    if host in LOOPBACK_NAMES or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class DataDirError(Exception):

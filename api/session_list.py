@@ -24,7 +24,7 @@ def session_list_response(svc) -> HTTPResponse:
     fresh = {}
     parts = []
     for session in svc.list_sessions():
-        key = (session.version, svc.cursor(session))
+        key = (session.version, svc.journal.cursor(session))
         hit = old.get(session.id)
         if hit is None or hit[0] != key:
             hit = (key, orjson.dumps(render_session(session, key[1])))

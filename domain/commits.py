@@ -21,11 +21,17 @@ HIGH_WATER would pause everyone's.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable
+
+from eventsourcing.domain import BaseAggregate
 
 from .model.journal import OUTPUT_TOPIC
 from .model.retention import chunk_limit
+from .ports import CommitSink, Pausable
 from .store_faults import AppBatch, AppOutcome, StoreFaults, unencodable
+
+if TYPE_CHECKING:
+    from .supervisor import SessionSupervisor
 
 CHUNK_BYTES = 256 * 1024
 HIGH_WATER = 32 * 1024 * 1024   # uncommitted output bytes before readers are paused
@@ -39,21 +45,10 @@ SESSION_LOW = 128 * 1024
 RETRY_S = 0.25                  # a refused store is retried this often
 
 
-class CommitSink(Protocol):
-    def submit(self, tick: list, done: Callable[[list], None]) -> None: ...
-    def run_in_writer(self, fn: Callable[[], object],
-                      done: Callable[[object, BaseException | None], None]) -> None: ...
-
-
-class Pausable(Protocol):
-    def pause_output(self) -> None: ...
-    def resume_output(self) -> None: ...
-
-
 class _Pending:
     __slots__ = ("app", "aggregate", "runs", "snapshots", "output_bytes")
 
-    def __init__(self, app, aggregate) -> None:
+    def __init__(self, app: SessionSupervisor, aggregate: BaseAggregate) -> None:
         self.app = app
         self.aggregate = aggregate
         self.output_bytes = 0  # counted until committed, even once turned into events

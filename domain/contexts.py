@@ -14,7 +14,6 @@ import asyncio
 import codecs
 import logging
 import signal as signals
-from typing import Protocol
 
 from .context_state import CAPTURE_LIMIT, EXIT, Capture, Context, Subscriber
 from .model.contexts import (
@@ -33,7 +32,7 @@ from .model.errors import (
     OperationFailedError,
     UnavailableError,
 )
-from .ports import Clock, ExitStatus, Launch, ProcessRunner, StartFailedError, TerminalSize
+from .ports import ContextHost, StartFailedError, TerminalSize
 
 log = logging.getLogger(__name__)
 
@@ -44,19 +43,6 @@ FINISHED_TTL_S = 600      # a finished context is kept this long for its output 
 STOP_GRACE_S = 2.0
 KILL_WAIT_S = 5.0
 SWEEP_S = 1.0
-
-
-class ContextHost(Protocol):
-    """What contexts need from their sandbox's service: the session path's launch and runners."""
-
-    pipe_runner: ProcessRunner
-    pty_runner: ProcessRunner
-    clock: Clock
-
-    def launch_process(self, argv: list[str], cwd: str, env_overrides: dict[str, str],
-                       terminal: TerminalSize | None, term: str = ..., attempt_id: str = "") -> Launch: ...
-    def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus: ...
-    def new_uuid_hex(self) -> str: ...
 
 
 class SandboxContexts:

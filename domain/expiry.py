@@ -12,6 +12,7 @@ import asyncio
 import logging
 
 from .model.policies import expiry_due
+from .ports import ExpiryHost
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +20,7 @@ SWEEP_INTERVAL_S = 0.25
 
 
 class ExpirySweep:
-    def __init__(self, service) -> None:
+    def __init__(self, service: ExpiryHost) -> None:
         self.service = service
         self._task: asyncio.Task | None = None
         self._expiring: dict[str, asyncio.Task] = {}  # session id -> its expiry in progress

@@ -1,18 +1,29 @@
 """The read side of a sandbox's sessions: journal pages, stream replay, audit views.
 
-A mixin of SandboxService (it needs ``session()``, ``supervisor``, ``hub``, ``retention``).
-Reads run in worker threads; cursors are checked against the retained window first.
+One per SandboxService (``service.journal``), given the store, the hub, the retention and the
+session lookup it reads through. Reads run in worker threads; cursors are checked against the
+retained window first.
 """
 from __future__ import annotations
 
 import asyncio
+from typing import Callable
 
-from .hub import Subscriber
+from .hub import Hub, Subscriber
 from .model.errors import CursorExpiredError, InvalidRequestError
 from .model.session import Session
+from .retention import Retention
+from .supervisor import SessionSupervisor
 
 
-class JournalViews:
+class SessionJournal:
+    def __init__(self, supervisor: SessionSupervisor, hub: Hub, retention: Retention,
+                 session: Callable[[str], Session]) -> None:
+        self.supervisor = supervisor
+        self.hub = hub
+        self.retention = retention
+        self.session = session  # by id; SessionNotFoundError (404) for an unknown one
+
     def cursor(self, session: Session) -> tuple[int, int]:
         return session.earliest_seq, self.supervisor.committed_seq.get(session.id, 0)
 

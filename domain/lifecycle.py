@@ -15,10 +15,15 @@ import copy
 import logging
 import signal
 import weakref
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from .model.phases import Phase
+from .ports import Checkpoints, Clock
 from .retention import take_snapshot
+
+if TYPE_CHECKING:
+    from .hub import Hub
+    from .service import SandboxService
 
 log = logging.getLogger(__name__)
 
@@ -26,13 +31,6 @@ MANIFEST_FORMAT = 1
 BARRIER_DRAIN_S = 30.0  # contract §6.15: the barrier waits up to 30 s for in-flight calls
 READS_DRAIN_S = 5.0     # reads still running when the store is about to close
 SETTLE_S = 5.0          # an attempt whose process is being started when the freeze comes
-
-
-class Checkpoints(Protocol):
-    def seal(self, sandbox_id: str, supervisor) -> None: ...
-    def write_manifest(self, sandbox_id: str, manifest: dict) -> None: ...
-    def read_manifest(self, sandbox_id: str) -> dict | None: ...
-    def discard_manifest(self, sandbox_id: str) -> None: ...
 
 
 class PauseCancelled(Exception):
@@ -52,9 +50,10 @@ class Ticket:
             self._open = False
             self._gate.leave(self._mutating)
 
-    def bind(self, owner) -> None:
-        # A handler cancelled by a client disconnect never sees its response middleware.
-        weakref.finalize(owner, self.release)
+    def bind(self, lifetime: object) -> None:
+        """Release when ``lifetime`` (the request, any weak-referenceable object) is freed:
+        a handler cancelled by a client disconnect never sees its response middleware."""
+        weakref.finalize(lifetime, self.release)
 
 
 class RuntimeGate:
@@ -126,7 +125,8 @@ def verify_manifest(manifest: dict, supervisor) -> list[str]:
 
 
 # ---- the hook ---------------------------------------------------------------------------------
-async def pause_runtime(service, gate: RuntimeGate, checkpoints: Checkpoints, hub, clock, *,
+async def pause_runtime(service: SandboxService, gate: RuntimeGate, checkpoints: Checkpoints, hub: Hub,
+                        clock: Clock, *,
                         by_user: bool, drain_s: float):
     """Run the pause hook on a running sandbox. Returns the paused Sandbox record once the
     runtime is released; until then the sandbox still shows ``running`` (contract §1.7)."""
@@ -158,11 +158,11 @@ async def pause_runtime(service, gate: RuntimeGate, checkpoints: Checkpoints, hu
         await service.pipeline.run_in_writer(lambda: _seal(checkpoints, service, manifest))
     except Exception:  # the commit above is what counts; resume verifies what is on disk
         log.exception("sandbox %s: sealing the checkpoint failed", service.sandbox_id)
-    await release(service)
+    await service.release()
     return paused
 
 
-def freeze(service, at_ns: int) -> list:
+def freeze(service: SandboxService, at_ns: int) -> list:
     """SIGSTOP every running attempt and record ``session.paused``; no restart may begin."""
     reconciler = service.reconciler
     service.expiry.stop()
@@ -176,19 +176,19 @@ def freeze(service, at_ns: int) -> list:
                 or session.phase not in (Phase.STARTING, Phase.RUNNING):
             continue
         live.handle.send_signal(signal.SIGSTOP)
-        reconciler._record(session, session.freeze, at_ns)
+        reconciler.record(session, session.freeze, at_ns)
         frozen.append((session, live))
     service.runtime.freeze(True)  # the sandbox's freezer cgroup, where the runtime has one
     return frozen
 
 
-async def thaw(service, frozen: list, at_ns: int) -> None:
+async def thaw(service: SandboxService, frozen: list, at_ns: int) -> None:
     """Undo a freeze whose pause did not commit: SIGCONT, ``session.resumed``, restarts re-armed."""
     reconciler = service.reconciler
     service.runtime.freeze(False)
     for session, live in frozen:
         live.handle.send_signal(signal.SIGCONT)
-        reconciler._record(session, session.thaw, at_ns)
+        reconciler.record(session, session.thaw, at_ns)
     for session in service.list_sessions():  # the freeze cancelled their backoff timers
         if session.phase == Phase.BACKOFF and session.desired_state == "running" \
                 and session.id not in reconciler.timers:
@@ -201,7 +201,7 @@ async def thaw(service, frozen: list, at_ns: int) -> None:
         log.exception("sandbox %s: recording the thaw failed", service.sandbox_id)
 
 
-async def _commit_snapshots(service, by_user: bool, clock) -> tuple:
+async def _commit_snapshots(service: SandboxService, by_user: bool, clock: Clock) -> tuple:
     """The point of no return: the paused mark and a snapshot of every aggregate, committed.
     The mark goes on a copy of the Sandbox record, which replaces it once the runtime is gone."""
     supervisor, pipeline, reconciler = service.supervisor, service.pipeline, service.reconciler
@@ -220,20 +220,15 @@ async def _commit_snapshots(service, by_user: bool, clock) -> tuple:
     return paused, build_manifest(supervisor, paused, by_user, now)
 
 
-def _seal(checkpoints: Checkpoints, service, manifest: dict) -> None:
+def _seal(checkpoints: Checkpoints, service: SandboxService, manifest: dict) -> None:
     checkpoints.seal(service.sandbox_id, service.supervisor)
     checkpoints.write_manifest(service.sandbox_id, manifest)
 
 
-def end_streams(service, hub) -> None:
+def end_streams(service: SandboxService, hub: Hub) -> None:
     """The runtime is going away: SSE streams end, WebSockets close with 1001."""
     for session in service.list_sessions():
         hub.close_session(session.id, "shutdown")
-
-
-async def release(service) -> None:
-    """End every process of the runtime: SIGKILL to each group, each one reaped."""
-    await service.reconciler.kill_everything()
 
 
 async def _settle(reconciler) -> None:

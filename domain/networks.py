@@ -8,9 +8,15 @@ is recorded: a failed change leaves the old policy both enforced and stored.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Callable
 
 from .model.errors import UnavailableError
 from .model.network import effective_policy
+from .model.sandbox import Sandbox
+from .ports import SandboxNetworks
+
+if TYPE_CHECKING:
+    from .service import SandboxService
 
 log = logging.getLogger(__name__)
 
@@ -37,30 +43,35 @@ class NoNetworks:
         pass
 
 
-class NetworkLifecycle:
-    """Mixed into SandboxManager: uses its ``networks``, ``services`` and ``sandbox``."""
+class SandboxNetworking:
+    """The manager's view of its sandboxes' networks: attach at a runtime's start, detach at its
+    end, apply a change to a running one (``is_running``: has an open runtime)."""
 
-    def network_policy(self, sandbox_id: str) -> dict:
-        sandbox = self.sandbox(sandbox_id)
+    def __init__(self, networks: SandboxNetworks, is_running: Callable[[str], bool]) -> None:
+        self.networks = networks
+        self.is_running = is_running
+
+    @staticmethod
+    def policy_of(sandbox: Sandbox) -> dict:
         return effective_policy(sandbox.config, sandbox.template)
 
-    async def attach_network(self, service) -> None:
+    async def attach(self, service: SandboxService) -> None:
         """Before any attempt of the runtime starts: its sessions join this network."""
         sandbox = service.supervisor.sandbox
         try:
-            service.netns = await self.networks.attach(sandbox.id, effective_policy(sandbox.config, sandbox.template))
+            service.netns = await self.networks.attach(sandbox.id, self.policy_of(sandbox))
         except Exception as exc:
             log.exception("sandbox %s: its network could not be created", sandbox.id)
             raise UnavailableError("sandbox network could not be created") from exc
 
-    async def detach_network(self, sandbox_id: str) -> None:
+    async def detach(self, sandbox_id: str) -> None:
         try:
             await self.networks.detach(sandbox_id)
         except Exception:  # the next server start removes what is left (infra.netns)
             log.exception("sandbox %s: its network could not be removed", sandbox_id)
 
-    async def apply_network(self, sandbox_id: str, policy: dict) -> None:
-        if sandbox_id not in self.services:  # paused: the next runtime starts with the stored policy
+    async def apply(self, sandbox_id: str, policy: dict) -> None:
+        if not self.is_running(sandbox_id):  # paused: the next runtime starts with the stored policy
             return
         try:
             await self.networks.apply(sandbox_id, policy)

@@ -1,7 +1,7 @@
 """The async side of one sandbox: attempts, their processes, input pumps and timers.
 
 It owns *when* to start and stop; runners own *how*. Every aggregate mutation goes
-through ``_record`` so that buffered output lands before the lifecycle event and the
+through ``record`` so that buffered output lands before the lifecycle event and the
 session is staged for the next commit.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from .model.errors import OperationFailedError, UnavailableError
 from .model.session import READINESS_TIMEOUT, START_FAILED, Session
-from .ports import AttemptHandle, ExitStatus, StartFailedError, TerminalSize
+from .ports import AttemptHandle, AttemptHost, ExitStatus, StartFailedError, TerminalSize
 
 log = logging.getLogger(__name__)
 INPUT_QUEUE_OPS = 256
@@ -38,8 +38,8 @@ class LiveAttempt:
 
 
 class Reconciler:
-    def __init__(self, ctx) -> None:
-        self.ctx = ctx  # the SandboxService: supervisor, pipeline, runners, clock, ids
+    def __init__(self, ctx: AttemptHost) -> None:
+        self.ctx = ctx  # its sandbox's service, seen through the AttemptHost port
         self.live: dict[str, LiveAttempt] = {}
         self.timers: dict[str, asyncio.Task] = {}  # backoff timers per session
         self._tasks: set[asyncio.Task] = set()
@@ -53,7 +53,7 @@ class Reconciler:
         task.add_done_callback(_log_failure)
         return task
 
-    def _record(self, session: Session, command, *args, **kwargs):
+    def record(self, session: Session, command, *args, **kwargs):
         if self.ctx.supervisor.released:  # sealed by the pause hook: nothing may be acknowledged now
             raise UnavailableError("sandbox lifecycle barrier is active")
         self.ctx.pipeline.materialize(session)
@@ -69,7 +69,7 @@ class Reconciler:
         ctx = self.ctx
         attempt_id = ctx.new_attempt_id()
         now = ctx.clock.now_ns()
-        self._record(session, session.begin_attempt, attempt_id, reason, ctx.generation, now,
+        self.record(session, session.begin_attempt, attempt_id, reason, ctx.generation, now,
                      requested=requested)
         live = LiveAttempt(attempt_id)
         self.live[session.id] = live
@@ -81,12 +81,12 @@ class Reconciler:
             log.info("session %s attempt %s failed to start: %s", session.id, attempt_id, exc)
             self.live.pop(session.id, None)
             live.exited.set()
-            decision = self._record(session, session.record_exit, None, None, ctx.clock.now_ns(),
+            decision = self.record(session, session.record_exit, None, None, ctx.clock.now_ns(),
                                     reason=START_FAILED)
             self._after_exit(session, decision)
             return exc
         live.handle = handle
-        self._record(session, session.record_started, handle.pid, handle.start_time, ctx.clock.now_ns())
+        self.record(session, session.record_started, handle.pid, handle.start_time, ctx.clock.now_ns())
         self._arm_readiness(session, live)
         self._spawn(self._pump_input(session, live), live.tasks)
         self._spawn(self._watch_exit(session, live))
@@ -95,7 +95,7 @@ class Reconciler:
     def _arm_readiness(self, session: Session, live: LiveAttempt) -> None:
         readiness = session.spec["readiness"]
         if readiness["type"] == "process":
-            self._record(session, session.record_ready, self.ctx.clock.now_ns())
+            self.record(session, session.record_ready, self.ctx.clock.now_ns())
             return
         if readiness["type"] == "delay":
             self._spawn(self._ready_after_delay(session, live, readiness.get("delay_ms", 0)), live.tasks)
@@ -104,7 +104,7 @@ class Reconciler:
     async def _ready_after_delay(self, session: Session, live: LiveAttempt, delay_ms: int) -> None:
         await self.ctx.clock.sleep(delay_ms / 1000)
         if self.live.get(session.id) is live and not live.exited.is_set():
-            self._record(session, session.record_ready, self.ctx.clock.now_ns())
+            self.record(session, session.record_ready, self.ctx.clock.now_ns())
 
     async def _readiness_timeout(self, session: Session, live: LiveAttempt, timeout_ms: int) -> None:
         await self.ctx.clock.sleep(timeout_ms / 1000)
@@ -119,7 +119,7 @@ class Reconciler:
             token = session.spec["readiness"]["output"].encode()
             window = live.token_tail + data
             if token in window:
-                self._record(session, session.record_ready, ctx.clock.now_ns())
+                self.record(session, session.record_ready, ctx.clock.now_ns())
             else:  # keep len(token)-1 bytes so a token split across reads is still found
                 live.token_tail = window[-(len(token) - 1):] if len(token) > 1 else b""
 
@@ -168,7 +168,7 @@ class Reconciler:
                 task.cancel()
             if self.live.get(session.id) is live:
                 del self.live[session.id]
-            decision = self._record(session, session.record_exit, status.exit_code, status.signal,
+            decision = self.record(session, session.record_exit, status.exit_code, status.signal,
                                     self.ctx.clock.now_ns(), reason=live.exit_reason or status.reason)
             live.exited.set()
         self._after_exit(session, decision)
@@ -176,7 +176,6 @@ class Reconciler:
     def _after_exit(self, session: Session, decision) -> None:
         if decision.restart:
             self.timers[session.id] = self._spawn(self._restart_after(session, decision.delay_ms))
-        self.ctx.on_attempt_ended(session)
 
     async def _restart_after(self, session: Session, delay_ms: int) -> None:
         await self.ctx.clock.sleep(delay_ms / 1000)
@@ -202,7 +201,7 @@ class Reconciler:
         live = self.live.get(session.id)
         if live is None or live.handle is None:
             return
-        self._record(session, session.begin_stop, reason, self.ctx.clock.now_ns())
+        self.record(session, session.begin_stop, reason, self.ctx.clock.now_ns())
         await self._terminate(session, live)
 
     async def _terminate(self, session: Session, live: LiveAttempt) -> None:

@@ -20,11 +20,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from functools import partial
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from .model.events import Snapshot
 from .model.journal import LIFECYCLE_TOPICS
 from .model.retention import trim
+from .ports import Clock, JournalStore
+
+if TYPE_CHECKING:
+    from .commits import CommitPipeline
+    from .supervisor import SessionSupervisor
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +42,6 @@ SNAPSHOT_BYTES = 64 * 1024 * 1024
 KEEP_FREE_PAGES = 128  # 8 MiB of 64 KiB pages stay free for the next inserts
 VACUUM_PAGES = 64  # per writer call (4 MiB of 64 KiB pages)
 _UNSAVED = ("_id", "_version", "_pending_events")
-
-
-class JournalStore(Protocol):
-    """Store maintenance the library has no API for (``infra.event_store``)."""
-
-    def trim_events(self, originator_id: str, gt: int, lte: int, keep_topics, limit: int,
-                    snapshots_before: int = 0) -> int: ...
-    def reclaim_pages(self, keep_pages: int, max_pages: int) -> int: ...
 
 
 def take_snapshot(session) -> Snapshot:
@@ -73,7 +70,7 @@ def _saved_state(session) -> tuple[int, int]:
 
 
 class Retention:
-    def __init__(self, supervisor, pipeline, clock) -> None:
+    def __init__(self, supervisor: SessionSupervisor, pipeline: CommitPipeline, clock: Clock) -> None:
         self.supervisor = supervisor
         self.pipeline = pipeline
         self.clock = clock

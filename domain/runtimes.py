@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from .lifecycle import BARRIER_DRAIN_S, PauseCancelled, RuntimeGate, Ticket, pause_runtime, verify_manifest
 from .model.errors import (
@@ -21,6 +22,9 @@ from .model.errors import (
     UnavailableError,
 )
 
+if TYPE_CHECKING:
+    from .sandboxes import SandboxManager
+
 log = logging.getLogger(__name__)
 
 SWEEP_S = 1.0          # ttl and hard_ttl deadlines are enforced within about a second
@@ -29,9 +33,15 @@ ADMIT_TRIES = 3
 PAUSE_MIN_FREE_BYTES = 16 * 1024 * 1024  # room for the snapshots and the WAL of a checkpoint
 
 
-class RuntimeLifecycle:
-    """Mixed into SandboxManager: uses its services, parked, gates, checkpoints, files,
-    pipeline, hub, clock, reap, ``_open``, ``_service`` and ``replace_runtime``."""
+class SandboxRuntimes:
+    """The runtime transitions of a manager's sandboxes (``manager.runtimes``): admission, pause,
+    resume, the start-up decision, config changes, ttl sweeps and the shutdown checkpoint. It owns
+    the per-sandbox gates; the registry of running and parked sandboxes is the manager's."""
+
+    def __init__(self, manager: SandboxManager) -> None:
+        self.manager = manager
+        self.gates: dict[str, RuntimeGate] = {}
+        self._sweeper: asyncio.Task | None = None
 
     def gate(self, sandbox_id: str) -> RuntimeGate:
         gate = self.gates.get(sandbox_id)
@@ -44,10 +54,10 @@ class RuntimeLifecycle:
         """Let a session call in (contract §4.2): a paused sandbox is resumed when it has
         ``auto_resume``, else 503; while a pause runs, mutating calls get 503."""
         for _ in range(ADMIT_TRIES):
-            if sandbox_id not in self.services and sandbox_id not in self.parked:
+            if sandbox_id not in self.manager.services and sandbox_id not in self.manager.parked:
                 raise SandboxNotFoundError()  # no gate object is kept for an id that does not exist
             gate = self.gate(sandbox_id)
-            if sandbox_id in self.services:
+            if sandbox_id in self.manager.services:
                 if gate.barrier and (gate.sealing or gate.automatic):
                     gate.cancel_requested = gate.automatic  # a ttl pause gives way to access
                     async with gate.lock:  # a committed pause finishes; then we resume
@@ -56,7 +66,7 @@ class RuntimeLifecycle:
                 if gate.barrier and mutating:
                     raise UnavailableError("sandbox lifecycle barrier is active")
                 return None if streaming else gate.enter(mutating)
-            sandbox = self.parked.get(sandbox_id)
+            sandbox = self.manager.parked.get(sandbox_id)
             if sandbox is None:
                 raise SandboxNotFoundError()
             if not sandbox.auto_resume:
@@ -71,19 +81,19 @@ class RuntimeLifecycle:
         ``by_user`` pauses stay paused across a server restart; shutdown ones come back."""
         gate = self.gate(sandbox_id)
         async with gate.lock:
-            if sandbox_id in self.parked:
-                return self.parked[sandbox_id]
-            service = self.service_for(sandbox_id)
-            if self.checkpoints is None:
+            if sandbox_id in self.manager.parked:
+                return self.manager.parked[sandbox_id]
+            service = self.manager.service_for(sandbox_id)
+            if self.manager.checkpoints is None:
                 raise UnavailableError("sandbox checkpoint pause is not available")
             self._check_room_to_checkpoint(service.supervisor)
             gate.raise_barrier(automatic)
             try:
-                paused = await pause_runtime(service, gate, self.checkpoints, self.hub, self.clock,
+                paused = await pause_runtime(service, gate, self.manager.checkpoints, self.manager.hub, self.manager.clock,
                                              by_user=by_user, drain_s=drain_s)
-                del self.services[sandbox_id]
-                self.parked[sandbox_id] = paused
-                await self.detach_network(sandbox_id)  # the runtime's processes are gone
+                del self.manager.services[sandbox_id]
+                self.manager.parked[sandbox_id] = paused
+                await self.manager.network.detach(sandbox_id)  # the runtime's processes are gone
                 return paused
             except PauseCancelled:
                 log.info("sandbox %s: ttl pause cancelled by a runtime call", sandbox_id)
@@ -98,7 +108,7 @@ class RuntimeLifecycle:
 
     def _check_room_to_checkpoint(self, supervisor) -> None:
         """Refuse a pause up front (507) rather than freeze everything and fail half-way."""
-        self.pipeline.check_writable(supervisor)
+        self.manager.pipeline.check_writable(supervisor)
         free = supervisor.free_bytes()
         if free is not None and free < PAUSE_MIN_FREE_BYTES:
             raise InsufficientStorageError(
@@ -109,14 +119,14 @@ class RuntimeLifecycle:
         """Bring a paused sandbox back as a new runtime generation (a no-op when running)."""
         gate = self.gate(sandbox_id)
         async with gate.lock:
-            service = self.services.get(sandbox_id)
+            service = self.manager.services.get(sandbox_id)
             if service is not None:
                 return service.supervisor.sandbox
-            sandbox = self.parked.get(sandbox_id)
+            sandbox = self.manager.parked.get(sandbox_id)
             if sandbox is None:
                 raise SandboxNotFoundError()
-            if sandbox.hard_expires_ns and self.clock.now_ns() >= sandbox.hard_expires_ns:
-                await self._remove(sandbox_id)
+            if sandbox.hard_expires_ns and self.manager.clock.now_ns() >= sandbox.hard_expires_ns:
+                await self.manager._remove(sandbox_id)
                 raise SandboxNotFoundError()
             try:
                 supervisor = await asyncio.to_thread(self._reopen_checked, sandbox_id)
@@ -126,16 +136,16 @@ class RuntimeLifecycle:
             except Exception as exc:  # e.g. an unreadable store: the sandbox stays paused
                 log.exception("sandbox %s: resume failed", sandbox_id)
                 raise SandboxResumeFailedError("sandbox resume failed") from exc
-            del self.parked[sandbox_id]
+            del self.manager.parked[sandbox_id]
             return supervisor.sandbox
 
     def _reopen_checked(self, sandbox_id: str):
         """Read and verify the manifest against the reopened store (sync: run in a thread)."""
         try:
-            manifest = self.checkpoints.read_manifest(sandbox_id)
+            manifest = self.manager.checkpoints.read_manifest(sandbox_id)
         except ValueError as exc:
             raise SandboxResumeFailedError(f"sandbox resume failed: {exc}") from None
-        supervisor = self._open(sandbox_id)
+        supervisor = self.manager._open(sandbox_id)
         if manifest is None:  # the pause committed but its manifest never reached the disk
             log.warning("sandbox %s: no checkpoint manifest; resuming from the store alone", sandbox_id)
             return supervisor
@@ -146,32 +156,32 @@ class RuntimeLifecycle:
         return supervisor
 
     async def _new_runtime(self, sandbox_id: str, supervisor) -> None:
-        service = self._service(sandbox_id, supervisor)
-        await self.attach_network(service)  # before any recovered attempt starts
+        service = self.manager._service(sandbox_id, supervisor)
+        await self.manager.network.attach(service)  # before any recovered attempt starts
         try:
-            await self.replace_runtime(service)
+            await self.manager.replace_runtime(service)
         except BaseException:
-            await self.detach_network(sandbox_id)
+            await self.manager.network.detach(sandbox_id)
             raise
-        self.services[sandbox_id] = service
-        if self.checkpoints is not None:  # from now on a restart without a pause is a crash
-            await asyncio.to_thread(self.checkpoints.discard_manifest, sandbox_id)
+        self.manager.services[sandbox_id] = service
+        if self.manager.checkpoints is not None:  # from now on a restart without a pause is a crash
+            await asyncio.to_thread(self.manager.checkpoints.discard_manifest, sandbox_id)
 
     # ---- server start ----------------------------------------------------------------------------
     async def bring_up(self, sandbox_id: str) -> None:
         """A sandbox found at server start: parked if a user paused it, else a new runtime."""
-        supervisor = await asyncio.to_thread(self._open, sandbox_id)
+        supervisor = await asyncio.to_thread(self.manager._open, sandbox_id)
         sandbox = supervisor.sandbox
-        if sandbox.status == "paused" and self.checkpoints is not None:
+        if sandbox.status == "paused" and self.manager.checkpoints is not None:
             try:
-                manifest = await asyncio.to_thread(self.checkpoints.read_manifest, sandbox_id)
+                manifest = await asyncio.to_thread(self.manager.checkpoints.read_manifest, sandbox_id)
             except ValueError:
                 manifest = {}  # unreadable: a resume will say so (sandbox_resume_failed)
             if sandbox.paused_by_user and manifest is not None:
                 # A crash between the manifest and the release leaves frozen processes behind.
                 await asyncio.to_thread(self._reap_leftovers, supervisor)
-                await asyncio.to_thread(self.checkpoints.seal, sandbox_id, supervisor)
-                self.parked[sandbox_id] = sandbox
+                await asyncio.to_thread(self.manager.checkpoints.seal, sandbox_id, supervisor)
+                self.manager.parked[sandbox_id] = sandbox
                 return
             if manifest is None:
                 log.warning("sandbox %s: its pause never completed; replacing the runtime", sandbox_id)
@@ -181,52 +191,52 @@ class RuntimeLifecycle:
         for session in supervisor.sessions.values():
             attempt = session.attempt
             if attempt and "finished_ns" not in attempt and attempt.get("pid"):
-                self.reap(attempt["pid"], attempt.get("start_time", 0))
+                self.manager.reap(attempt["pid"], attempt.get("start_time", 0))
 
     # ---- the sandbox record ----------------------------------------------------------------------
     async def update(self, sandbox_id: str, changes: dict):
         """Partial merge of the config (contract §1.4); a memory change replaces the runtime,
         a network change is applied live (``networks.py``)."""
         async with self.gate(sandbox_id).lock:
-            before = self.sandbox(sandbox_id).config.get("resources")
+            before = self.manager.sandbox(sandbox_id).config.get("resources")
             if "network" in changes:
-                old_network = self.network_policy(sandbox_id)
-                await self.apply_network(sandbox_id, changes["network"])
+                old_network = self.manager.network_policy(sandbox_id)
+                await self.manager.network.apply(sandbox_id, changes["network"])
             try:
                 await self._record_sandbox(sandbox_id, lambda sb, now: sb.reconfigure(changes, now))
             except BaseException:
                 if "network" in changes:
-                    await self.apply_network(sandbox_id, old_network)
+                    await self.manager.network.apply(sandbox_id, old_network)
                 raise
-        if sandbox_id in self.services and "resources" in changes and changes["resources"] != before:
+        if sandbox_id in self.manager.services and "resources" in changes and changes["resources"] != before:
             await self.pause(sandbox_id, by_user=False)
             await self.resume(sandbox_id)
-        return self.sandbox(sandbox_id)
+        return self.manager.sandbox(sandbox_id)
 
     async def refresh(self, sandbox_id: str, duration_s: int):
         async with self.gate(sandbox_id).lock:
             return await self._record_sandbox(sandbox_id, lambda sb, now: sb.refresh(duration_s, now))
 
     async def _record_sandbox(self, sandbox_id: str, command):
-        now = self.clock.now_ns()
-        service = self.services.get(sandbox_id)
+        now = self.manager.clock.now_ns()
+        service = self.manager.services.get(sandbox_id)
         if service is not None:
             command(service.supervisor.sandbox, now)
-            self.pipeline.stage(service.supervisor, service.supervisor.sandbox)
-            await self.pipeline.flush(service.supervisor)
+            self.manager.pipeline.stage(service.supervisor, service.supervisor.sandbox)
+            await self.manager.pipeline.flush(service.supervisor)
             return service.supervisor.sandbox
-        sandbox = self.parked.get(sandbox_id)
+        sandbox = self.manager.parked.get(sandbox_id)
         if sandbox is None:
             raise SandboxNotFoundError()
         # Paused: only the stored record changes. Open the sealed store, commit, seal it again.
-        supervisor = await asyncio.to_thread(self.files.open_store, sandbox_id)
+        supervisor = await asyncio.to_thread(self.manager.files.open_store, sandbox_id)
         command(sandbox, now)
-        self.pipeline.stage(supervisor, sandbox)
+        self.manager.pipeline.stage(supervisor, sandbox)
         try:
-            await self.pipeline.flush(supervisor)
+            await self.manager.pipeline.flush(supervisor)
         finally:
             supervisor.released = True
-            await self.pipeline.run_in_writer(lambda: self.checkpoints.seal(sandbox_id, supervisor))
+            await self.manager.pipeline.run_in_writer(lambda: self.manager.checkpoints.seal(sandbox_id, supervisor))
         return sandbox
 
     # ---- ttl and hard_ttl ----------------------------------------------------------------------
@@ -241,17 +251,17 @@ class RuntimeLifecycle:
 
     async def _sweep_forever(self) -> None:
         while True:
-            await self.clock.sleep(SWEEP_S)
+            await self.manager.clock.sleep(SWEEP_S)
             await self.sweep()
 
     async def sweep(self) -> None:
         """Past ``hard_expires_at``: deleted, even when paused. Past ``expires_at``: paused."""
-        now = self.clock.now_ns()
+        now = self.manager.clock.now_ns()
         due = []
-        for sandbox in self.list():
+        for sandbox in self.manager.list():
             if sandbox.hard_expires_ns and now >= sandbox.hard_expires_ns:
-                due.append(self.delete(sandbox.id))
-            elif sandbox.id in self.services and sandbox.expires_ns and now >= sandbox.expires_ns:
+                due.append(self.manager.delete(sandbox.id))
+            elif sandbox.id in self.manager.services and sandbox.expires_ns and now >= sandbox.expires_ns:
                 due.append(self.pause(sandbox.id, automatic=True))
         for outcome in await asyncio.gather(*due, return_exceptions=True):
             if isinstance(outcome, BaseException) and not isinstance(outcome, SandboxNotFoundError):
@@ -261,7 +271,7 @@ class RuntimeLifecycle:
     async def checkpoint_all(self) -> None:
         """A clean shutdown pauses every running sandbox through the same hook."""
         await self.stop_sweeping()
-        await asyncio.gather(*(self._checkpoint_for_shutdown(sid) for sid in list(self.services)))
+        await asyncio.gather(*(self._checkpoint_for_shutdown(sid) for sid in list(self.manager.services)))
 
     async def _checkpoint_for_shutdown(self, sandbox_id: str) -> None:
         try:

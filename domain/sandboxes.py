@@ -3,23 +3,24 @@
 Starting over state that was not cleanly paused is a runtime replacement (a crash
 counts): the generation goes up, leftovers of the old generation are reaped, and
 every session follows its ``runtime_recovery`` policy (contract §6.6). Pause, resume,
-auto-resume, ttl and the start-up decision live in ``runtimes.RuntimeLifecycle``.
+auto-resume, ttl and the start-up decision live in ``runtimes.SandboxRuntimes`` (``manager.runtimes``).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Protocol
+from typing import Callable
 
 from .commits import CommitPipeline
 from .hub import Hub
-from .lifecycle import Checkpoints, RuntimeGate
+from .lifecycle import RuntimeGate
 from .model.errors import InvalidRequestError, SandboxNotFoundError, UnavailableError
 from .model.ids import sandbox_id_from
 from .model.network import template_policy
 from .model.sandbox import Sandbox
-from .networks import NetworkLifecycle, NoNetworks
-from .runtimes import RuntimeLifecycle
+from .networks import NoNetworks, SandboxNetworking
+from .ports import Checkpoints, Clock, Isolator, ProcessRunner, SandboxFiles, SandboxNetworks
+from .runtimes import SandboxRuntimes
 from .service import SandboxService
 from .store_faults import store_error
 from .supervisor import SessionSupervisor
@@ -33,20 +34,11 @@ TEMPLATES: dict[str, dict[str, str]] = {
 }
 
 
-class SandboxFiles(Protocol):
-    def create(self, sandbox_id: str) -> None: ...
-    def list_ids(self) -> list[str]: ...
-    def workspace(self, sandbox_id: str) -> str: ...
-    def open_store(self, sandbox_id: str) -> SessionSupervisor: ...
-    def remove(self, sandbox_id: str) -> None: ...
-    def usage(self, sandbox_id: str) -> dict[str, int]: ...
-
-
-class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
-    def __init__(self, *, files: SandboxFiles, pipeline: CommitPipeline, hub: Hub, pipe_runner,
-                 pty_runner, runtime, clock, new_uuid_hex: Callable[[], str], base_env: dict[str, str],
+class SandboxManager:
+    def __init__(self, *, files: SandboxFiles, pipeline: CommitPipeline, hub: Hub, pipe_runner: ProcessRunner,
+                 pty_runner: ProcessRunner, runtime: Isolator, clock: Clock, new_uuid_hex: Callable[[], str], base_env: dict[str, str],
                  reap: Callable[[int, int], object], checkpoints: Checkpoints | None = None,
-                 networks=None):
+                 networks: SandboxNetworks | None = None):
         self.files = files
         self.pipeline = pipeline
         self.hub = hub
@@ -59,11 +51,16 @@ class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
         self.reap = reap  # kills what an old generation left behind (pid + start time)
         self.services: dict[str, SandboxService] = {}  # running: an open store and a runtime
         self.parked: dict[str, Sandbox] = {}  # paused: only the record; the rootfs holds the rest
-        self.gates: dict[str, RuntimeGate] = {}
         self.checkpoints = checkpoints  # None: pause is unavailable (503)
         self.networks = networks or NoNetworks()  # domain.ports.SandboxNetworks
-        self._sweeper: asyncio.Task | None = None
+        self.network = SandboxNetworking(self.networks, lambda sandbox_id: sandbox_id in self.services)
         self._lock = asyncio.Lock()
+        self.runtimes = SandboxRuntimes(self)
+        # Its calls, under the manager's name (the routes, the gate and the scenarios use them).
+        r = self.runtimes
+        self.gate, self.admit, self.pause, self.resume, self.bring_up = r.gate, r.admit, r.pause, r.resume, r.bring_up
+        self.update, self.refresh, self.sweep, self.checkpoint_all = r.update, r.refresh, r.sweep, r.checkpoint_all
+        self.start_sweeping, self.stop_sweeping = r.start_sweeping, r.stop_sweeping
 
     def _service(self, sandbox_id: str, supervisor: SessionSupervisor) -> SandboxService:
         sandbox = supervisor.sandbox
@@ -130,11 +127,10 @@ class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
         supervisor.sandbox = Sandbox.claim(sandbox_id, template, config, self.clock.now_ns())
         service = self._service(sandbox_id, supervisor)
         try:
-            await self.attach_network(service)
+            await self.network.attach(service)
         except Exception:
-            service.expiry.stop()
-            service.retention.stop()
-            await self.pipeline.run_in_writer(supervisor.close)
+            await service.release()
+            await service.close()
             await asyncio.to_thread(self.files.remove, sandbox_id)
             raise
         self.services[sandbox_id] = service
@@ -145,6 +141,9 @@ class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
             await self._remove(sandbox_id)
             raise
         return supervisor.sandbox
+
+    def network_policy(self, sandbox_id: str) -> dict:
+        return SandboxNetworking.policy_of(self.sandbox(sandbox_id))
 
     def sandbox(self, sandbox_id: str) -> Sandbox:
         service = self.services.get(sandbox_id)
@@ -181,40 +180,34 @@ class SandboxManager(RuntimeLifecycle, NetworkLifecycle):
         self.sandbox(sandbox_id)  # 404 before a gate object exists for an unknown id
         async with self.gate(sandbox_id).lock:  # after any pause or resume in progress
             await self._remove(sandbox_id)
-        self.gates.pop(sandbox_id, None)
+        self.runtimes.gates.pop(sandbox_id, None)
 
     async def _remove(self, sandbox_id: str) -> None:
         """Every process ended, then the sandbox's directory with its store (also hard_ttl)."""
         if self.parked.pop(sandbox_id, None) is None:
             service = self.service_for(sandbox_id)
             del self.services[sandbox_id]
-            service.retention.stop()
             for session in service.list_sessions():
                 self.hub.close_session(session.id, "deleted")
-            await service.reconciler.kill_everything()
+            await service.release()
             try:
                 await self.pipeline.flush(service.supervisor)
             except Exception as exc:  # a full disk must not keep a sandbox alive: it goes anyway
                 log.warning("sandbox %s: deleting without its last events: %s", sandbox_id, exc)
-            service.supervisor.released = True
-            self.pipeline.faults.forget(service.supervisor)
-            # Closed on the writer thread, after any store work queued for it: closing a
-            # SQLite connection another thread is using can crash the process.
-            await self.pipeline.run_in_writer(service.supervisor.close)
-            await self.detach_network(sandbox_id)
+            await service.close()
+            await self.network.detach(sandbox_id)
         await asyncio.to_thread(self.files.remove, sandbox_id)
 
     async def shutdown(self) -> None:
         await self.checkpoint_all()  # what is left could not be checkpointed: end it as before
         self.hub.close_all("shutdown")
         for service in self.services.values():
-            await service.reconciler.kill_everything()
-            service.retention.stop()
+            await service.release()
             service.retention.stage_snapshots()  # the next start replays no tail
         try:
             await self.pipeline.flush()
         except Exception:
             log.exception("final commit failed")
         for service in self.services.values():
-            await self.pipeline.run_in_writer(service.supervisor.close)
+            await service.close()
         await self.networks.close()

@@ -12,30 +12,30 @@ from .commits import CommitPipeline
 from .contexts import SandboxContexts
 from .expiry import ExpirySweep
 from .hub import Hub
-from .journal_views import JournalViews
+from .journal_views import SessionJournal
+from .session_io import SessionIO
 from .model import requests as rq
 from .model.errors import (
     AttemptRunningError,
-    InputBufferFullError,
     OperationFailedError,
     SessionExistsError,
     SessionNotFoundError,
 )
+from .model.env import build_env
 from .model.ids import attempt_id_from, session_id_from
 from .model.policies import expiry_due
-from .model.session import Session, input_digest
-from .model.signals import signal_description
+from .model.session import Session
 from .model.spec import execution_changed, normalize_spec
-from .reconciler import INPUT_QUEUE_BYTES, INPUT_QUEUE_OPS, Reconciler
+from .ports import Clock, ExitStatus, Launch, ProcessRunner, SandboxIsolation, TerminalSize
+from .reconciler import Reconciler
 from .retention import Retention
 from .supervisor import SessionSupervisor
 
-EOF_WAIT_S = 5.0
 
-
-class SandboxService(JournalViews):
+class SandboxService:
     def __init__(self, *, sandbox_id: str, supervisor: SessionSupervisor, pipeline: CommitPipeline,
-                 hub: Hub, pipe_runner, pty_runner, runtime, workspace, clock,
+                 hub: Hub, pipe_runner: ProcessRunner, pty_runner: ProcessRunner,
+                 runtime: SandboxIsolation, workspace: str, clock: Clock,
                  new_uuid_hex: Callable[[], str], sandbox_env: dict[str, str], base_env: dict[str, str]):
         self.sandbox_id = sandbox_id
         self.supervisor = supervisor
@@ -55,6 +55,8 @@ class SandboxService(JournalViews):
         self.expiry = ExpirySweep(self)  # started by the manager once the runtime is active
         self.retention = Retention(supervisor, pipeline, clock)  # started by the manager too
         supervisor.on_commit = self.retention.on_commit
+        self.journal = SessionJournal(supervisor, hub, self.retention, self.session)
+        self.io = SessionIO(self)  # input, signals, resize (typed: api/commands.py parses the wire)
         self.create_lock = asyncio.Lock()
         self.creating: dict[str, asyncio.Event] = {}  # session id -> set once its create is done
         self.deleting: set[str] = set()
@@ -69,6 +71,21 @@ class SandboxService(JournalViews):
             lock = self._lifecycle_locks[session_id] = asyncio.Lock()
         return lock
 
+    # ---- the runtime's end: the one tear-down (pause, delete, shutdown, a lost runtime) ------
+    async def release(self) -> None:
+        """End the runtime: no expiry or retention sweep, every process killed and reaped with
+        its exit not recorded, contexts closed, the isolation (cgroups) released."""
+        self.expiry.stop()
+        self.retention.stop()
+        await self.reconciler.kill_everything()
+
+    async def close(self) -> None:
+        """Close the store. Nothing more is staged for it; it is closed on the writer thread,
+        after any store work queued there (closing a connection another thread uses can crash)."""
+        self.supervisor.released = True
+        self.pipeline.faults.forget(self.supervisor)
+        await self.pipeline.run_in_writer(self.supervisor.close)
+
     # ---- context for the reconciler -------------------------------------------------------
     @property
     def generation(self) -> int:
@@ -77,29 +94,21 @@ class SandboxService(JournalViews):
     def new_attempt_id(self) -> str:
         return attempt_id_from(self.new_uuid_hex())
 
-    def launch_for(self, session: Session):
+    def launch_for(self, session: Session) -> Launch:
         spec = session.spec
         terminal = self.reconciler.terminal_for(session)
-        env = {k.strip(): v for k, v in spec.get("env", {}).items() if k.strip() and "=" not in k}
         term = spec["io"]["terminal"]["term"] if terminal is not None else "xterm-256color"
-        return self.launch_process(spec["command"], spec.get("cwd", ""), env, terminal, term,
+        return self.launch_process(spec["command"], spec.get("cwd", ""), spec.get("env", {}), terminal, term,
                                    attempt_id=session.attempt_id)
 
     def launch_process(self, argv: list[str], cwd: str, env_overrides: dict[str, str],
-                       terminal, term: str = "xterm-256color", attempt_id: str = ""):
+                       terminal: TerminalSize | None, term: str = "xterm-256color", attempt_id: str = "") -> Launch:
         """The one way a process of this sandbox (a session attempt or a context) is launched."""
-        env = dict(self.base_env)
-        env.update(self.sandbox_env)
-        env.update(env_overrides)
-        if terminal is not None:
-            env["TERM"] = term
+        env = build_env(self.base_env, self.sandbox_env, env_overrides, term if terminal is not None else None)
         return self.runtime.launch(self.workspace, argv, cwd, env, terminal, attempt_id=attempt_id)
 
-    def translate_exit(self, status, attempt_id: str = ""):
+    def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus:
         return self.runtime.translate_exit(status, attempt_id)
-
-    def on_attempt_ended(self, session: Session) -> None:
-        pass
 
     # ---- queries ---------------------------------------------------------------------------
     def session(self, session_id: str) -> Session:
@@ -112,9 +121,6 @@ class SandboxService(JournalViews):
         return sorted(self.supervisor.sessions.values(), key=lambda s: (s.created_ns, s.id))
 
     # ---- lifecycle commands -----------------------------------------------------------------
-    def _record(self, session: Session, command, *args, **kwargs):
-        return self.reconciler._record(session, command, *args, **kwargs)
-
     async def create_session(self, raw_spec, idempotency_key: str) -> tuple[Session, bool]:
         spec = normalize_spec(raw_spec)
         key = rq.bounded_key(idempotency_key, "Idempotency-Key")
@@ -160,7 +166,7 @@ class SandboxService(JournalViews):
         async with self.lifecycle_lock(session_id):
             session = self.session(session_id)  # a delete may have finished while we waited
             old_spec = session.spec
-            self._record(session, session.update_spec, spec, self.clock.now_ns())
+            self.reconciler.record(session, session.update_spec, spec, self.clock.now_ns())
             failure = None
             if spec["lifecycle"]["desired_state"] == "stopped":
                 self.reconciler.cancel_timer(session.id)
@@ -187,7 +193,7 @@ class SandboxService(JournalViews):
             self.pipeline.check_writable(self.supervisor)
         async with self.lifecycle_lock(session_id):
             session = self.session(session_id)
-            self._record(session, session.set_desired_state, state, self.clock.now_ns())
+            self.reconciler.record(session, session.set_desired_state, state, self.clock.now_ns())
             failure = None
             if state == "stopped":
                 self.reconciler.cancel_timer(session.id)
@@ -221,7 +227,7 @@ class SandboxService(JournalViews):
             now = self.clock.now_ns()
             # Re-decided under the lock: input or a spec change may have come in meanwhile.
             if not expiry_due(session.spec["lifecycle"], session.created_ns, session.last_activity_ns, now) \
-                    or not self._record(session, session.expire, now):
+                    or not self.reconciler.record(session, session.expire, now):
                 return False
             self.reconciler.cancel_timer(session_id)
             if session.has_live_attempt:
@@ -249,82 +255,3 @@ class SandboxService(JournalViews):
             self.deleting.discard(session_id)
         self._lifecycle_locks.pop(session_id, None)
         await asyncio.to_thread(self.supervisor.delete_journal, session_id)
-
-    # ---- process interaction ------------------------------------------------------------------
-    async def write_input(self, session_id: str, body: dict) -> dict:
-        rq.check_input_types(body)
-        session = self.session(session_id)
-        self._refuse_when_full(session, body)
-        request = rq.parse_input(body)
-        live = self.reconciler.live.get(session_id)
-        lock = live.input_lock if live is not None else asyncio.Lock()
-        async with lock:  # input requests of one attempt are serialized (contract §6.9)
-            def digest_of(attempt_id: str) -> str:
-                return input_digest(attempt_id, request.data, request.eof)
-
-            duplicate = session.check_input(request.input_id, digest_of, request.expected_attempt_id)
-            attempt_id = session.attempt_id
-            if duplicate:
-                return _input_reply(request.input_id, attempt_id, True)
-            live = self.reconciler.live.get(session_id)
-            if live is None or live.handle is None:
-                raise OperationFailedError("process not running")
-            if live.ops.qsize() + (1 if request.data else 0) + (1 if request.eof else 0) > INPUT_QUEUE_OPS:
-                raise InputBufferFullError()
-            # Bounded in bytes too; one input larger than the bound is taken when nothing waits.
-            if live.queued_bytes and live.queued_bytes + len(request.data) > INPUT_QUEUE_BYTES:
-                raise InputBufferFullError()
-            self.pipeline.check_writable(self.supervisor)  # 507 before the process sees a byte
-            if live.eof_queued and request.data:
-                raise OperationFailedError("process not running")
-            close_done = self.reconciler.queue_input(live, request.data, request.eof)
-            self._record(session, session.accept_input, request.input_id, digest_of(attempt_id),
-                         self.clock.now_ns(), len(request.data), request.eof)
-            await self.pipeline.flush(self.supervisor)
-            if close_done is not None:
-                await _wait_close(close_done, live)
-        return _input_reply(request.input_id, attempt_id, False)
-
-    def _refuse_when_full(self, session: Session, body: dict) -> None:
-        """429 before decoding a body whose bytes could not be queued anyway: a storm of large
-        inputs would otherwise hold a decoded copy of each (a retry of a known id still
-        reaches its dedupe)."""
-        live = self.reconciler.live.get(session.id)
-        if live is None or not live.queued_bytes or (body.get("input_id") or "").strip() in session.receipts:
-            return
-        if live.queued_bytes + len(body.get("data_base64") or "") * 3 // 4 > INPUT_QUEUE_BYTES:
-            raise InputBufferFullError()
-
-    async def send_signal(self, session_id: str, body: dict) -> None:
-        signum, expected = rq.parse_signal_request(body)  # before lookup (contract §1.9)
-        session = self.session(session_id)
-        session.check_live(expected)
-        live = self.reconciler.live.get(session_id)
-        if live is None or live.handle is None:
-            raise OperationFailedError("process not running")
-        live.handle.send_signal(signum)
-        self._record(session, session.record_signal, signum, signal_description(signum), self.clock.now_ns())
-        await self.pipeline.flush(self.supervisor)
-
-    async def resize(self, session_id: str, body: dict) -> None:
-        rows, cols, expected = rq.parse_resize(body)  # before lookup (contract §1.10)
-        session = self.session(session_id)
-        session.check_resize(expected)
-        self.pipeline.check_writable(self.supervisor)
-        live = self.reconciler.live.get(session_id)
-        if live is None or live.handle is None:
-            raise OperationFailedError("process not running")
-        live.handle.resize(rows, cols)
-        self._record(session, session.record_resize, rows, cols, self.clock.now_ns())
-        await self.pipeline.flush(self.supervisor)
-
-
-def _input_reply(input_id: str, attempt_id: str, duplicate: bool) -> dict:
-    return {"input_id": input_id, "attempt_id": attempt_id, "accepted": True, "duplicate": duplicate}
-
-
-async def _wait_close(close_done: asyncio.Future, live) -> None:
-    try:
-        await asyncio.wait_for(asyncio.shield(close_done), EOF_WAIT_S)
-    except asyncio.TimeoutError:
-        raise OperationFailedError("input close timed out") from None

@@ -10,8 +10,12 @@ paused while it is held. Other stores never wait for it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .model.errors import InsufficientStorageError, StoreUnavailableError, UnencodableEventError
+
+if TYPE_CHECKING:
+    from .supervisor import SessionSupervisor
 
 
 class AppBatch:
@@ -19,7 +23,7 @@ class AppBatch:
 
     __slots__ = ("app", "events", "snapshots", "committed", "output")
 
-    def __init__(self, app) -> None:
+    def __init__(self, app: SessionSupervisor) -> None:
         self.app = app
         self.events: list = []
         self.snapshots: list = []

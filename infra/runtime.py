@@ -38,8 +38,9 @@ import signal
 import subprocess
 import tempfile
 import time
-from typing import Callable, Mapping, Protocol
+from typing import Callable, Mapping
 
+from session_supervisor.domain.model.env import build_env  # noqa: F401  (its tests import it from here)
 from session_supervisor.domain.ports import ExitStatus, Launch, TerminalSize
 
 from .isolation import DEFAULT_PIDS_MAX, SandboxIsolation, limits_for, sandbox_uid
@@ -62,45 +63,6 @@ _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/libx32", "/lib64", 
 
 class RuntimeUnavailableError(RuntimeError):
     """The requested sandbox runtime cannot run on this host."""
-
-
-class SandboxRuntime(Protocol):
-    """What the domain holds per sandbox (``isolate`` returns it): a ``BoundRuntime``."""
-
-    name: str
-
-    def launch(self, workspace_dir: str, argv: list[str], cwd: str, env: dict[str, str],
-               terminal: TerminalSize | None, attempt_id: str = "") -> Launch: ...
-
-    def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus: ...
-
-    def usage(self) -> dict[str, int]: ...
-
-    def freeze(self, frozen: bool) -> None: ...
-
-    def release(self) -> None: ...
-
-
-def build_env(
-    base: Mapping[str, str],
-    sandbox_env: Mapping[str, str],
-    spec_env: Mapping[str, str],
-    term: str | None,
-) -> dict[str, str]:
-    """Precedence: daemon env < sandbox env < spec env < TERM (pty only).
-
-    Spec keys are trimmed; keys that end up empty or contain '=' (or NUL)
-    cannot be exported and are dropped silently, as the Go service does.
-    """
-    env = dict(base)
-    env.update(sandbox_env)
-    for key, value in spec_env.items():
-        key = key.strip()
-        if key and "=" not in key and "\0" not in key:
-            env[key] = value
-    if term:
-        env["TERM"] = term
-    return env
 
 
 def sandbox_path(cwd: str) -> str:

@@ -80,11 +80,8 @@ async def replace_runtime(world: World, step: dict) -> list[str]:
     async with manager.gate(sandbox_id).lock:
         service = manager.services.pop(sandbox_id, None)
         if service is not None:
-            service.expiry.stop()
-            service.retention.stop()
-            await service.reconciler.kill_everything()  # ends them without recording the exits
-            service.supervisor.released = True  # what was staged and not committed is lost
-            await manager.pipeline.run_in_writer(service.supervisor.close)
+            await service.release()  # ends the processes without recording the exits
+            await service.close()  # what was staged and not committed is lost
         manager.parked.pop(sandbox_id, None)
         await manager.bring_up(sandbox_id)
     await world.settle()
@@ -143,7 +140,7 @@ async def audit(world: World, step: dict) -> list[str]:
     """Every attempt ever, as ``"<number> g<generation> <start reason> -> <end reason|live>"``."""
     name = step.get("session", "main")
     await world.settle()
-    history = [_attempt_line(a) for a in world.service.attempts(world.session_id(name))]
+    history = [_attempt_line(a) for a in world.service.journal.attempts(world.session_id(name))]
     if history != step["attempts"]:
         raise AssertionError(f"audit {name}: expected {step['attempts']}\n  got {history}")
     return [f"audit {name}: {len(history)} attempts ✓", *(f"  {line}" for line in history)]

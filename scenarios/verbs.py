@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
+from session_supervisor.api import commands
+
 from .expectations import check, describe, signal_number
 from .world import World, check_outcome, outcome
 
@@ -133,7 +135,7 @@ async def send_input(world: World, step: dict) -> list[str]:
     body = {"input_id": step.get("input_id") or f"in-{len(world.calls) + 1}",
             "data_base64": base64.b64encode(step["data"].encode()).decode(), "eof": step.get("eof", False)}
     return await _call(world, step, f"input {name} {step['data']!r}",
-                       world.service.write_input(world.session_id(name), body))
+                       commands.write_input(world.service.io, world.session_id(name), body))
 
 
 @verb("signal", required={"name": str}, optional=CALL)
@@ -141,7 +143,7 @@ async def send_signal(world: World, step: dict) -> list[str]:
     """POST /signals with ``name`` (TERM, INT, KILL, ...)."""
     name = step.get("session", "main")
     return await _call(world, step, f"signal {name} {step['name']}",
-                       world.service.send_signal(world.session_id(name), {"signal": step["name"]}))
+                       world.service.io.send_signal(world.session_id(name), {"signal": step["name"]}))
 
 
 # ---- what the scripted process does (fake runner) ----------------------------------------------

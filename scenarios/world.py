@@ -179,7 +179,7 @@ class World:
                     self._pids[session_id] = attempt["pid"]
 
     async def journal(self, name: str, after: int = 0) -> list[dict]:
-        records, _cursor = await self.service.events_page(self.session_id(name), after, 1_000_000)
+        records, _cursor = await self.service.journal.events_page(self.session_id(name), after, 1_000_000)
         return records
 
     @property
@@ -214,7 +214,7 @@ class World:
     def _lifecycle_busy(self) -> bool:
         # A pause or resume (e.g. started by the ttl sweep) waits on the writer thread, not the clock.
         manager = self.container.manager if self.container is not None else None
-        return manager is not None and any(g.lock.locked() for g in manager.gates.values())
+        return manager is not None and any(g.lock.locked() for g in manager.runtimes.gates.values())
 
     def _signature(self) -> tuple:
         sessions = []

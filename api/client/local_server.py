@@ -3,8 +3,9 @@
 ``sessiond serve`` writes ``<data dir>/token`` (api/data_dir.py); a client reads it only
 for a loopback URL and only when no token was given (argument or SESSIOND_TOKEN): the
 file proves the caller may read the server's data dir, which a local operator can do
-anyway, and a remote URL never gets a local secret sent to it. The server imports these
-names from here, so both sides agree on them without the client importing the server.
+anyway, and a remote URL never gets a local secret sent to it. The server keeps its own
+copy (api/data_dir.py), so neither side imports the other; tests/test_layering.py checks
+that the copies agree.
 """
 from __future__ import annotations
 

@@ -108,7 +108,7 @@ async def delete_session(request: Request, sandbox_id: str, session_id: str):
     svc = service(request, sandbox_id)
     svc.session(session_id)
     try:
-        await svc.send_signal(session_id, {"signal": "KILL"})
+        await svc.io.send_signal(session_id, {"signal": "KILL"})
     except DomainError:
         pass  # not running: there is nothing to kill
     await svc.delete_session(session_id)
@@ -119,7 +119,7 @@ async def delete_session(request: Request, sandbox_id: str, session_id: str):
 async def signal_session(request: Request, sandbox_id: str, session_id: str):
     """200 {"status":"ok"}; 400 unsupported signal; 404; 409 not running."""
     body = shapes.body_object(parse_json(request))
-    await service(request, sandbox_id).send_signal(session_id, {"signal": body.get("signal")})
+    await service(request, sandbox_id).io.send_signal(session_id, {"signal": body.get("signal")})
     return reply({"status": "ok"})
 
 
@@ -128,7 +128,7 @@ async def resize_session(request: Request, sandbox_id: str, session_id: str):
     """200 {"status":"ok"} (a no-op for pipes); 400 sizes <= 0; 404; 409 not running."""
     body = shapes.body_object(parse_json(request))
     try:
-        await service(request, sandbox_id).resize(session_id, {"rows": body.get("rows"), "cols": body.get("cols")})
+        await service(request, sandbox_id).io.resize(session_id, {"rows": body.get("rows"), "cols": body.get("cols")})
     except PtyUnavailableError:
         pass
     return reply({"status": "ok"})
@@ -138,8 +138,8 @@ async def resize_session(request: Request, sandbox_id: str, session_id: str):
 async def session_log(request: Request, sandbox_id: str, session_id: str):
     """200 raw bytes: the retained output window the attach replay sends, stdout and stderr interleaved."""
     svc = service(request, sandbox_id)
-    upto = svc.cursor(svc.session(session_id))[1]
-    chunks = await svc.output_tail(session_id, upto, REPLAY_BYTES)
+    upto = svc.journal.cursor(svc.session(session_id))[1]
+    chunks = await svc.journal.output_tail(session_id, upto, REPLAY_BYTES)
     return HTTPResponse(b"".join(data for _stream, data in chunks), content_type="text/plain; charset=utf-8")
 
 

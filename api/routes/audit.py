@@ -17,7 +17,7 @@ bp = Blueprint("audit", url_prefix="/api/v1/sandboxes/<sandbox_id>/sessions/<ses
 @bp.get("/attempts", ctx_action="list_session_attempts")
 async def list_attempts(request: Request, sandbox_id: str, session_id: str):
     """200 {"attempts": [...]} oldest first; 404 session_not_found."""
-    attempts = service(request, sandbox_id).attempts(session_id)
+    attempts = service(request, sandbox_id).journal.attempts(session_id)
     return ok({"attempts": [render_attempt(a, audit=True) for a in attempts]})
 
 
@@ -29,5 +29,5 @@ async def list_history(request: Request, sandbox_id: str, session_id: str):
     """
     after = parse_cursor(request.args.get("after"))
     limit = parse_limit(request.args.get("limit"))
-    records, (earliest, latest) = await service(request, sandbox_id).history_page(session_id, after, limit)
+    records, (earliest, latest) = await service(request, sandbox_id).journal.history_page(session_id, after, limit)
     return ok({"events": records, "cursor": {"earliest": earliest, "latest": latest}})

@@ -18,7 +18,7 @@ async def list_events(request: Request, sandbox_id: str, session_id: str):
     """200 {"events", "cursor"}; 400 bad after/limit or after > latest; 404; 410 event_cursor_expired."""
     after = parse_cursor(request.args.get("after"))
     limit = parse_limit(request.args.get("limit"))
-    records, (earliest, latest) = await service(request, sandbox_id).events_page(session_id, after, limit)
+    records, (earliest, latest) = await service(request, sandbox_id).journal.events_page(session_id, after, limit)
     return ok({"events": records, "cursor": {"earliest": earliest, "latest": latest}})
 
 
@@ -50,7 +50,7 @@ async def stream_events(request: Request, sandbox_id: str, session_id: str):
     after = stream_cursor(request)
     parse_limit(request.args.get("limit"))
     svc = service(request, sandbox_id)
-    subscriber, upto = svc.subscribe(session_id, after)
+    subscriber, upto = svc.journal.subscribe(session_id, after)
     try:
         response = await request.respond(
             content_type="text/event-stream",
@@ -58,7 +58,7 @@ async def stream_events(request: Request, sandbox_id: str, session_id: str):
         last = after
         try:
             while last < upto:  # replay the committed snapshot, page by page
-                records = await svc.replay(session_id, last, upto)
+                records = await svc.journal.replay(session_id, last, upto)
                 if not records:
                     break
                 await send_frames(response, records)

@@ -5,6 +5,7 @@ from sanic import Blueprint, Request
 
 from session_supervisor.domain.model.requests import body_object
 
+from .. import commands
 from ..schemas import ok, parse_json, render_session
 from ..session_list import session_list_response
 
@@ -16,7 +17,7 @@ def service(request: Request, sandbox_id: str):
 
 
 def rendered(svc, session) -> dict:
-    return render_session(session, svc.cursor(session))
+    return render_session(session, svc.journal.cursor(session))
 
 
 @bp.get("", ctx_action="list_sessions", strict_slashes=False)
@@ -76,14 +77,14 @@ async def create_attempt(request: Request, sandbox_id: str, session_id: str):
 async def write_input(request: Request, sandbox_id: str, session_id: str):
     """202 {input_id, attempt_id, accepted, duplicate}; 400; 404; 409; 429 input_buffer_full."""
     body = body_object(parse_json(request))
-    return ok(await service(request, sandbox_id).write_input(session_id, body), 202)
+    return ok(await commands.write_input(service(request, sandbox_id).io, session_id, body), 202)
 
 
 @bp.post("/<session_id>/signals", ctx_action="signal_session")
 async def send_signal(request: Request, sandbox_id: str, session_id: str):
     """202 {"accepted": true}; 400 unsupported signal; 404; 409."""
     body = body_object(parse_json(request))
-    await service(request, sandbox_id).send_signal(session_id, body)
+    await service(request, sandbox_id).io.send_signal(session_id, body)
     return ok({"accepted": True}, 202)
 
 
@@ -91,5 +92,5 @@ async def send_signal(request: Request, sandbox_id: str, session_id: str):
 async def resize_terminal(request: Request, sandbox_id: str, session_id: str):
     """200 {"resized": true}; 400; 404; 409 not running, mismatch, or pty not available."""
     body = body_object(parse_json(request))
-    await service(request, sandbox_id).resize(session_id, body)
+    await service(request, sandbox_id).io.resize(session_id, body)
     return ok({"resized": True})

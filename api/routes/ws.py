@@ -23,6 +23,7 @@ from websockets.exceptions import ConnectionClosed
 from session_supervisor.domain.model.errors import CursorExpiredError, DomainError
 from session_supervisor.domain.model.requests import parse_cursor, parse_limit
 
+from .. import commands
 from ..browser import EchoedConsoleSubprotocol
 from .sessions import service
 
@@ -34,7 +35,13 @@ CLOSE_CODES = {"deleted": (1000, "session deleted"), "shutdown": (1001, "server 
                "slow": (1013, "subscriber too slow; reconnect with after")}
 SHUTDOWN_WAIT_S = 2.0
 REPLAY_PAGE = 64  # events per journal read: output events can be 256 KiB each
-OPERATIONS = {"input": "write_input", "signal": "send_signal", "resize": "resize"}
+# The frames a client may send, each to the one service call it means (an explicit table:
+# no frame type can reach any other method of the service).
+OPERATIONS = {
+    "input": lambda svc, session_id, message: commands.write_input(svc.io, session_id, message),
+    "signal": lambda svc, session_id, message: svc.io.send_signal(session_id, message),
+    "resize": lambda svc, session_id, message: svc.io.resize(session_id, message),
+}
 GONE = (ConnectionClosed, WebsocketClosed)  # the peer went away: nothing to report
 
 
@@ -107,7 +114,7 @@ async def subscribe_before_upgrade(request: Request):
     after = parse_cursor(request.args.get("after"))
     parse_limit(request.args.get("limit"))
     svc = service(request, request.match_info["sandbox_id"])
-    subscriber, upto = svc.subscribe(request.match_info["session_id"], after)
+    subscriber, upto = svc.journal.subscribe(request.match_info["session_id"], after)
     request.ctx.ws_subscription = _Subscription(svc, subscriber, after, upto)
 
 
@@ -158,7 +165,7 @@ async def _serve(ws, sub: _Subscription, session_id: str) -> None:
 async def _replay(ws, svc, session_id: str, after: int, upto: int) -> int:
     last = after
     while last < upto:  # the committed snapshot taken with the subscription, page by page
-        records = await svc.replay(session_id, last, upto, REPLAY_PAGE)
+        records = await svc.journal.replay(session_id, last, upto, REPLAY_PAGE)
         if not records:
             break
         for record in records:
@@ -209,7 +216,7 @@ async def handle_request(svc, session_id: str, raw) -> dict:
             return {**reply, "type": "error", "error": "unsupported websocket message type"}
         # Shielded: Sanic cancels the handler when the connection drops, and a request
         # already taken off the socket runs to completion (and commits) all the same.
-        task = asyncio.ensure_future(getattr(svc, operation)(session_id, message))
+        task = asyncio.ensure_future(operation(svc, session_id, message))
         task.add_done_callback(retrieve_outcome)
         await asyncio.shield(task)
     except DomainError as exc:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import InvalidRequestError
-from .requests import _optional_bool, body_object, optional_str
+from .requests import optional_bool, body_object, optional_str
 
 # The reference's prompt tokens: a REPL is ready, and an exec is done, once it prints READY_TOKEN.
 READY_TOKEN = "_S0_> "
@@ -68,7 +68,7 @@ def parse_create_context(raw) -> ContextRequest:
         raise InvalidRequestError("cmd is only valid for cmd contexts")
     timeouts = {key: _non_negative_int(body, key) for key in ("idle_timeout_sec", "ttl_sec")}
     common = dict(env=_env(body.get("env_vars")), cwd=optional_str(body, "cwd"),
-                  wait_until_done=_optional_bool(body, "wait_until_done"),
+                  wait_until_done=optional_bool(body, "wait_until_done"),
                   idle_timeout_s=timeouts["idle_timeout_sec"], ttl_s=timeouts["ttl_sec"])
     terminal = _terminal(body.get("pty_size"))
     if kind == "cmd":

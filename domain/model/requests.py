@@ -5,8 +5,6 @@ in the contract's order relative to the session lookup.
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +32,7 @@ def optional_str(body: dict, key: str) -> str:
     return value
 
 
-def _optional_bool(body: dict, key: str) -> bool:
+def optional_bool(body: dict, key: str) -> bool:
     value = body.get(key)
     if value is None:
         return False
@@ -45,17 +43,14 @@ def _optional_bool(body: dict, key: str) -> bool:
 
 @dataclass(frozen=True)
 class InputRequest:
+    """The typed input command (api/commands.py parses the Sandbox0 body; AeroLVM attach makes
+    one from raw stdin): bytes, never base64, inside the domain."""
+
+
     input_id: str
     data: bytes
     eof: bool
     expected_attempt_id: str
-
-
-def check_input_types(body: dict) -> None:
-    """JSON type errors are decode errors: they come before the lookup (contract §1.8)."""
-    for key in ("input_id", "expected_attempt_id", "data_base64"):
-        optional_str(body, key)
-    _optional_bool(body, "eof")
 
 
 def bounded_key(value: str, what: str) -> str:
@@ -64,21 +59,6 @@ def bounded_key(value: str, what: str) -> str:
     if "\x00" in value or len(value.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
         raise InvalidRequestError(f"{what} is invalid: at most {MAX_KEY_BYTES} bytes, no NUL")
     return value
-
-
-def parse_input(body: dict) -> InputRequest:
-    input_id = bounded_key(optional_str(body, "input_id"), "input_id")
-    if not input_id:
-        raise InvalidRequestError("input_id is required")
-    encoded = optional_str(body, "data_base64")
-    try:
-        data = base64.b64decode(encoded, validate=True) if encoded else b""
-    except (binascii.Error, ValueError):
-        raise InvalidRequestError("data_base64 is invalid") from None
-    eof = _optional_bool(body, "eof")
-    if not data and not eof:
-        raise InvalidRequestError("data_base64 or eof is required")
-    return InputRequest(input_id, data, eof, optional_str(body, "expected_attempt_id").strip())
 
 
 def parse_signal_request(body: dict) -> tuple[int, str]:
@@ -114,7 +94,7 @@ def parse_desired_state(body: dict) -> str:
 
 
 def parse_replace_current(body: dict) -> bool:
-    return _optional_bool(body, "replace_current")
+    return optional_bool(body, "replace_current")
 
 
 _DECIMAL = re.compile(r"-?[0-9]{1,19}")  # ASCII only, no spaces: as Go's strconv.ParseInt

@@ -6,6 +6,7 @@ import asyncio
 import pytest
 
 from session_supervisor.domain.model.errors import AttemptRunningError, OperationFailedError, SessionNotFoundError
+from session_supervisor.api import commands
 from tests.service.worlds import create, in_world, journal_types
 
 
@@ -96,9 +97,9 @@ def test_a_slow_stop_of_one_session_does_not_hold_up_calls_on_another(tmp_path):
         stopping = asyncio.ensure_future(world.service.set_desired_state(slow.id, {"state": "stopped"}))
         await world.settle()
         svc = world.service
-        await svc.write_input(other.id, {"input_id": "i1", "data_base64": "aGkK"})
-        await svc.send_signal(other.id, {"signal": "USR1"})
-        await svc.events_page(other.id, 0, 100)
+        await commands.write_input(svc.io, other.id, {"input_id": "i1", "data_base64": "aGkK"})
+        await svc.io.send_signal(other.id, {"signal": "USR1"})
+        await svc.journal.events_page(other.id, 0, 100)
         await svc.create_attempt(other.id, {"replace_current": True})
         await svc.update_session(other.id, {"command": ["worker"], "name": "renamed"})
         assert svc.session(other.id).attempt["number"] == 2

@@ -66,5 +66,5 @@ def test_a_plain_wheel_ships_every_console_file(tmp_path):
     assert built.returncode == 0, built.stderr
     wheel = next(Path(tmp_path).glob("*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = {f"api/ui/{p.relative_to(UI).as_posix()}" for p in UI.rglob("*") if p.is_file()}
+    shipped = {f"session_supervisor/api/ui/{p.relative_to(UI).as_posix()}" for p in UI.rglob("*") if p.is_file()}
     assert shipped and shipped <= names, sorted(shipped - names)

@@ -1,0 +1,193 @@
+"""The attempt runner (domain/reconciler.py) on the fakes, through its AttemptHost port only:
+a fake host with a scripted runner, a fake clock, an instant commit sink and no store. It
+launches what the host says, records the process's facts in order, writes queued input in
+order and then EOF, and stops with TERM, the grace period on the injected clock, then KILL."""
+from __future__ import annotations
+
+import asyncio
+import signal
+from contextlib import asynccontextmanager
+
+from session_supervisor.domain.commits import CommitPipeline
+from session_supervisor.domain.model.session import Session
+from session_supervisor.domain.model.spec import normalize_spec
+from session_supervisor.domain.ports import ExitStatus, Launch
+from session_supervisor.domain.reconciler import Reconciler
+from session_supervisor.domain.store_faults import AppOutcome
+from session_supervisor.infra.fakes import FakeClock, ScriptedRunner
+
+
+class InstantSink:
+    def __init__(self) -> None:
+        self.events: list = []
+
+    def submit(self, tick, done) -> None:
+        for _app, events, _snapshots in tick:
+            self.events.extend(events)
+        asyncio.get_running_loop().call_soon(done, [AppOutcome() for _ in tick])
+
+    def run_in_writer(self, fn, done) -> None:
+        done(fn(), None)
+
+
+class Store:
+    released = False
+    sessions: dict = {}
+
+
+class Isolation:
+    name = "fake"
+    released = False
+
+    def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus:
+        return status
+
+    def release(self) -> None:
+        self.released = True
+
+
+class Nothing:
+    def stop(self) -> None: ...
+    async def close_all(self) -> None: ...
+
+
+class FakeHost:
+    """Exactly the AttemptHost port, nothing of a SandboxService."""
+
+    def __init__(self) -> None:
+        self.sink = InstantSink()
+        self.clock = FakeClock()
+        self.pipeline = CommitPipeline(self.sink, self.clock.now_ns, lambda *_: None)
+        self.supervisor = Store()
+        self.pipe_runner = ScriptedRunner()
+        self.pty_runner = ScriptedRunner(first_pid=50_001)
+        self.runtime = Isolation()
+        self.contexts = Nothing()
+        self.expiry = Nothing()
+        self._ids = iter(f"att-{n}" for n in range(1, 100))
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    @property
+    def generation(self) -> int:
+        return 1
+
+    def new_attempt_id(self) -> str:
+        return next(self._ids)
+
+    def launch_for(self, session: Session) -> Launch:
+        return Launch(argv=session.spec["command"], cwd="/workspace", env={"A": "1"})
+
+    def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus:
+        return self.runtime.translate_exit(status, attempt_id)
+
+    def lifecycle_lock(self, session_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(session_id, asyncio.Lock())
+
+    def journal(self) -> list[str]:
+        return [type(e).__name__ for e in self.sink.events]
+
+
+def new_session(**spec) -> Session:
+    return Session.create("ses-1", "sb-1", normalize_spec({"command": ["worker"], **spec}), "", 1, FakeClock().now_ns())
+
+
+@asynccontextmanager
+async def runner():
+    host = FakeHost()
+    reconciler = Reconciler(host)
+    try:
+        yield host, reconciler
+    finally:
+        await reconciler.kill_everything()
+
+
+async def settle(host: FakeHost) -> None:
+    for _ in range(10):
+        await asyncio.sleep(0)
+    await host.pipeline.flush()
+
+
+def run(story):
+    async def bounded():
+        async with asyncio.timeout(10):
+            await story()
+    asyncio.run(bounded())
+
+
+def test_an_attempt_launches_what_its_host_says_and_records_start_output_and_exit_in_order():
+    async def story():
+        async with runner() as (host, reconciler):
+            session = new_session()
+            assert await reconciler.start_attempt(session, "initial") is None
+            process, = host.pipe_runner.processes
+            assert process.argv == ["worker"] and process.launch.env == {"A": "1"}
+            process.emit(b"hello\n")
+            process.exit(3)
+            await settle(host)
+            assert host.journal() == ["Created", "AttemptStarting", "AttemptStarted", "Ready", "Output",
+                                      "AttemptExited"]
+            assert session.attempt["exit_code"] == 3 and "ses-1" not in reconciler.live
+    run(story)
+
+
+def test_queued_input_reaches_the_process_in_order_and_eof_closes_it_after_everything_before():
+    async def story():
+        async with runner() as (host, reconciler):
+            session = new_session()
+            await reconciler.start_attempt(session, "initial")
+            live = reconciler.live[session.id]
+            reconciler.queue_input(live, b"one ", False)
+            closed = reconciler.queue_input(live, b"two", True)
+            await closed
+            process, = host.pipe_runner.processes
+            assert bytes(process.stdin) == b"one two" and process.stdin_closed and live.queued_bytes == 0
+    run(story)
+
+
+def test_a_stop_sends_term_then_kill_after_the_grace_period_on_the_injected_clock():
+    async def story():
+        async with runner() as (host, reconciler):
+            session = new_session(lifecycle={"stop_grace_period_seconds": 3})
+            await reconciler.start_attempt(session, "initial")
+            process, = host.pipe_runner.processes
+            process.ignore(signal.SIGTERM)
+            stopping = asyncio.ensure_future(reconciler.stop_attempt(session, "requested"))
+            await settle(host)
+            assert process.signals == [signal.SIGTERM] and not stopping.done()
+            await host.clock.advance(2.9)
+            assert process.signals == [signal.SIGTERM]  # still within its grace period
+            await host.clock.advance(0.2)
+            await stopping
+            assert process.signals == [signal.SIGTERM, signal.SIGKILL]
+            await settle(host)
+            assert host.journal()[-2:] == ["AttemptStopping", "AttemptExited"]
+            assert session.attempt["signal"] == signal.SIGKILL
+    run(story)
+
+
+def test_a_launch_that_fails_is_recorded_as_start_failed_and_returned():
+    async def story():
+        async with runner() as (host, reconciler):
+            host.pipe_runner.fail_next()
+            session = new_session()
+            failure = await reconciler.start_attempt(session, "initial")
+            await settle(host)
+            assert failure is not None and "no such file" in str(failure)
+            assert host.journal()[-1] == "AttemptExited" and session.attempt["reason"] == "start_failed"
+    run(story)
+
+
+def test_releasing_the_runtime_kills_every_attempt_and_releases_the_isolation_without_recording_it():
+    async def story():
+        host = FakeHost()
+        reconciler = Reconciler(host)
+        session = new_session()
+        await reconciler.start_attempt(session, "initial")
+        await settle(host)
+        before = host.journal()
+        await reconciler.kill_everything()
+        await settle(host)
+        process, = host.pipe_runner.processes
+        assert not process.alive and signal.SIGKILL in process.signals
+        assert host.runtime.released and host.journal() == before  # abandoned: not a fact to record
+    run(story)
