@@ -23,6 +23,9 @@ def test_a_store_written_before_the_one_package_install_loads_and_resumes(tmp_pa
     data_dir = tmp_path / "data"
     shutil.copytree(FIXTURE, data_dir)
     sb, sid = (data_dir / "IDS").read_text().split()
+    # The release left these two directories empty, and git keeps no empty directory.
+    (data_dir / "sandboxes" / sb / "workspace").mkdir(exist_ok=True)
+    (data_dir / "sandboxes" / sb / "tmp").mkdir(mode=0o1777, exist_ok=True)
     with ServerProcess(data_dir, token=TOKEN, runtime="host") as srv, \
             httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {TOKEN}"}) as http:
         before = all_events(http, sb, sid)
