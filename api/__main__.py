@@ -37,6 +37,16 @@ def reexec_with_malloc_tuning(argv: list[str]) -> None:
     os.execve(sys.executable, [sys.executable, "-m", "session_supervisor.api", *argv], env)
 
 
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= value <= 4_194_304:  # the kernel's PID_MAX_LIMIT
+        raise argparse.ArgumentTypeError(f"must be between 1 and 4194304, not {value}")
+    return value
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="sessiond", description="Session supervisor daemon: durable, "
                                      "event-sourced process sessions inside sandboxes.")
@@ -67,6 +77,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                        help="netns: a network namespace per sandbox (needs root, ip, nft); host: share the "
                             "host's network; auto: netns when it works here (env SESSIOND_NETWORK; "
                             "default %(default)s)")
+    serve.add_argument("--sandbox-pids-max", type=positive_int, metavar="N",
+                       default=env("SESSIOND_SANDBOX_PIDS_MAX", "1024"),
+                       help="processes per sandbox under the hardened runtime: a fork bomb stops there "
+                            "(env SESSIOND_SANDBOX_PIDS_MAX; default %(default)s)")
     serve.add_argument("--log-level", choices=LEVELS, default=env("SESSIOND_LOG_LEVEL", "info"),
                        help="env SESSIOND_LOG_LEVEL; default %(default)s")
     serve.add_argument("--access-log", action="store_true",
@@ -101,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     except data_dir.DataDirError as error:
         fail(str(error))
     settings = Settings(host=args.host, port=args.port, data_dir=data, token=token, runtime=args.runtime,
-                        network=args.network, token_file=token_file)
+                        network=args.network, token_file=token_file, sandbox_pids_max=args.sandbox_pids_max)
     serve(settings, access_log=args.access_log)
     os.close(lock_fd)
 

@@ -113,3 +113,22 @@ def test_pause_and_resume_keep_the_sandbox_uid_and_its_limits(hardened, http):
     assert usage["container_memory_limit"] == 256 * 2**20
     assert (hardened.data_dir / "sandboxes" / sb / "workspace").stat().st_uid == uid
 
+
+
+SMALL_BOMB = FORK_BOMB.replace("range(3000)", "range(200)").replace("time.sleep(300)", "")
+
+
+def test_the_operator_sets_the_pids_cap_with_a_serve_flag(tmp_path):
+    """``sessiond serve --sandbox-pids-max 64``: a sandbox's processes stop at 64, counted
+    from inside by a real probe (the cap is every process of the sandbox, bwrap included)."""
+    from tests.conftest import make_http
+    from tests.helpers import TOKEN
+    from tests.serverproc import ServerProcess
+
+    with ServerProcess(tmp_path / "data", token=TOKEN, runtime="bwrap",
+                       extra_args=["--sandbox-pids-max", "64"]) as server, make_http(server.url) as api:
+        sb = claim_sandbox(api)
+        exited, out = run_to_exit(api, sb, ["/usr/bin/python3", "-c", SMALL_BOMB], timeout=60)
+        started = int(out.decode().split("started ")[1].split()[0])
+        assert "refused_at" in out.decode() and started < 64, out
+        assert api.delete(f"/api/v1/sandboxes/{sb}").status_code == 202
