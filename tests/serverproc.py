@@ -147,6 +147,8 @@ class ServerProcess:
                 self.proc.send_signal(signal.SIGKILL)
                 self.proc.wait(timeout=STOP_GRACE)
         self._close_log()
+        if self.runtime != "host":
+            forget_host_network(self.data_dir)
         return self.proc.returncode
 
     def restart(self) -> "ServerProcess":
@@ -172,3 +174,16 @@ class ServerProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def forget_host_network(data_dir) -> None:
+    """Remove what a server over ``data_dir`` may have left on the host (network namespaces,
+    veth pairs, its nftables table): a server killed by a test leaves them, and only a later
+    server on the same data dir would clean them up."""
+    if os.geteuid() != 0:
+        return
+    from session_supervisor.infra.netns import NetworkSetupError, remove_everything
+    try:
+        remove_everything(str(Path(data_dir).resolve()))
+    except (NetworkSetupError, OSError):
+        pass  # no iproute2/nftables here: the server used none either
