@@ -305,3 +305,14 @@ def test_an_upload_past_the_request_limit_is_refused_and_leaves_the_old_file(htt
         pass  # the server may close the connection before reading the rest: a refusal too
     assert sandbox.read_file("/workspace/f") == b"old"
     assert [e.name for e in sandbox.list_files("/workspace")] == ["f"]  # no temporary left behind
+
+
+def test_what_the_api_writes_belongs_to_the_sandbox_so_its_processes_can_change_it(sandbox):
+    """The hardened sandbox's root is an unprivileged uid on the host: a file or directory
+    the API created as the server's root must still be the sandbox's own to edit and delete."""
+    sandbox.mkdir("/workspace/from-api")
+    sandbox.write_file("/workspace/from-api/note.txt", b"written by the api\n")
+    probe = sandbox.cmd("probe", CmdOptions(command=["sh", "-c",
+        "echo appended >> /workspace/from-api/note.txt && cat /workspace/from-api/note.txt"
+        " && rm /workspace/from-api/note.txt && rmdir /workspace/from-api && echo removed"]))
+    assert probe.stdout.splitlines() == ["written by the api", "appended", "removed"], probe
