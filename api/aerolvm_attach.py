@@ -13,7 +13,6 @@ A detach or a dropped connection never sends EOF and never stops the session.
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import uuid
 
@@ -25,6 +24,7 @@ from session_supervisor.domain.model.errors import (
     SessionNotFoundError,
     SessionNotRunningError,
 )
+from session_supervisor.domain.model.journal import JournalEntry
 from session_supervisor.domain.model.requests import InputRequest
 
 from .aerolvm_schema import exit_info, is_finished
@@ -132,8 +132,8 @@ class Attach:
     # ---- server -> client ---------------------------------------------------------------
     def _finished_info(self, last: int) -> dict | None:
         """Exit info once every committed event was delivered and the session rests."""
-        session = self.svc.supervisor.sessions.get(self.session_id)
-        if session is None or self.svc.supervisor.committed_seq.get(self.session_id) != last:
+        session = self.svc.store.sessions.get(self.session_id)
+        if session is None or self.svc.store.committed_seq.get(self.session_id) != last:
             return None
         if session.version != last or not is_finished(session):
             return None
@@ -147,22 +147,24 @@ class Attach:
             if info is not None:
                 return info
             batch = await self.subscriber.next_batch()
-            for record in batch:
-                if record["seq"] <= last:
+            for entry in batch:
+                if entry.seq <= last:
                     continue
-                last = record["seq"]
-                await self._deliver(record)
+                last = entry.seq
+                await self._deliver(entry)
             if not batch and self.subscriber.closed_reason:
                 reason = self.subscriber.closed_reason
                 # A deleted session whose exit we saw still ends with that exit (as upstream).
                 return self.last_exit if reason == "deleted" and self.last_exit else reason
 
-    async def _deliver(self, record: dict) -> None:
+    async def _deliver(self, entry: JournalEntry) -> None:
+        data = entry.output
+        if data is not None:  # raw bytes from the commit: never through base64
+            await self.ws.send(PREFIX.get(entry.state["stream"], STDOUT) + data)
+            return
+        record = entry.record()
         kind = record["type"]
-        if kind == "output":
-            data = base64.b64decode(record["data_base64"])
-            await self.ws.send(PREFIX.get(record.get("stream", ""), STDOUT) + data)
-        elif kind == "attempt.exited":
+        if kind == "attempt.exited":
             info = {"code": record.get("exit_code", -1)}
             if record.get("signal"):
                 info["signal"] = record["signal"]

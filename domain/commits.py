@@ -27,11 +27,11 @@ from eventsourcing.domain import BaseAggregate
 
 from .model.journal import OUTPUT_TOPIC
 from .model.retention import chunk_limit
-from .ports import CommitSink, Pausable
-from .store_faults import AppBatch, AppOutcome, StoreFaults, unencodable
+from .ports import CommitOutcome, CommitSink, Pausable
+from .store_faults import StoreBatch, StoreFaults, unencodable
 
 if TYPE_CHECKING:
-    from .supervisor import SessionSupervisor
+    from .sandbox_store import SandboxStore
 
 CHUNK_BYTES = 256 * 1024
 HIGH_WATER = 32 * 1024 * 1024   # uncommitted output bytes before readers are paused
@@ -46,10 +46,10 @@ RETRY_S = 0.25                  # a refused store is retried this often
 
 
 class _Pending:
-    __slots__ = ("app", "aggregate", "runs", "snapshots", "output_bytes")
+    __slots__ = ("store", "aggregate", "runs", "snapshots", "output_bytes")
 
-    def __init__(self, app: SessionSupervisor, aggregate: BaseAggregate) -> None:
-        self.app = app
+    def __init__(self, store: SandboxStore, aggregate: BaseAggregate) -> None:
+        self.store = store
         self.aggregate = aggregate
         self.output_bytes = 0  # counted until committed, even once turned into events
         self.runs: list[list] = []  # [stream, [bytes, ...], size]
@@ -64,30 +64,30 @@ class CommitPipeline:
         self._on_committed = on_committed
         # id(aggregate) -> what it owes the store (aggregates are unhashable)
         self._pending: dict[int, _Pending] = {}
-        self._waiters: list[tuple[asyncio.Future, object]] = []  # (future, app or None = all)
+        self._waiters: list[tuple[asyncio.Future, object]] = []  # (future, store or None = all)
         self._busy = False
         self._scheduled = False
         self._uncommitted_output = 0
         self._session_output: dict[int, int] = {}  # id(session) -> uncommitted output bytes
-        self._paused: dict[object, tuple[object, int]] = {}  # source -> (app, id(session))
+        self._paused: dict[object, tuple[object, int]] = {}  # source -> (store, id(session))
         self.faults = StoreFaults()
         self._retry: asyncio.TimerHandle | None = None
         self._contended = False  # another aggregate was committed within CONTENDED_S
         self._shared_at = float("-inf")
 
     # ---- staging ------------------------------------------------------------------------
-    def stage(self, app, aggregate) -> None:
-        self._owed(app, aggregate)
+    def stage(self, store, aggregate) -> None:
+        self._owed(store, aggregate)
         self._schedule()
 
-    def _owed(self, app, aggregate) -> _Pending:
+    def _owed(self, store, aggregate) -> _Pending:
         pending = self._pending.get(id(aggregate))
         if pending is None:
-            pending = self._pending[id(aggregate)] = _Pending(app, aggregate)
+            pending = self._pending[id(aggregate)] = _Pending(store, aggregate)
         return pending
 
-    def add_output(self, app, session, stream: str, data: bytes, source: Pausable | None) -> None:
-        pending = self._owed(app, session)
+    def add_output(self, store, session, stream: str, data: bytes, source: Pausable | None) -> None:
+        pending = self._owed(store, session)
         runs = pending.runs
         size = len(data)  # all of it is owed, also the part split into runs below
         limit = chunk_limit(session.spec, CHUNK_BYTES)
@@ -106,13 +106,13 @@ class CommitPipeline:
         self._session_output[id(session)] = mine
         if source is not None and source not in self._paused and (
                 mine > (CONTENDED_HIGH if self._contended else SESSION_HIGH)
-                or self._uncommitted_output > HIGH_WATER or app in self.faults):
+                or self._uncommitted_output > HIGH_WATER or store in self.faults):
             source.pause_output()  # the child is slowed by the writer, never by a subscriber
-            self._paused[source] = (app, id(session))
+            self._paused[source] = (store, id(session))
         self._schedule()
 
-    def add_snapshot(self, app, aggregate, snapshot) -> None:
-        self._owed(app, aggregate).snapshots.append(snapshot)
+    def add_snapshot(self, store, aggregate, snapshot) -> None:
+        self._owed(store, aggregate).snapshots.append(snapshot)
         self._schedule()
 
     def materialize(self, session) -> None:
@@ -121,16 +121,16 @@ class CommitPipeline:
         if pending is not None:
             self._materialize_owed(session, pending)
 
-    def check_writable(self, app) -> None:
+    def check_writable(self, store) -> None:
         """Refuse a new write to a store that is refusing writes (507/503), before it has
         any effect; stop and KILL do not ask, they act and then wait like any write."""
-        self.faults.check(app)
+        self.faults.check(store)
 
-    async def flush(self, app=None) -> None:
-        """A durability point: return once everything staged so far for ``app`` (every store
+    async def flush(self, store=None) -> None:
+        """A durability point: return once everything staged so far for ``store`` (every store
         when None) is committed; raise the store's error if that commit was refused."""
         waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append((waiter, app))
+        self._waiters.append((waiter, store))
         self._schedule()
         await waiter
 
@@ -163,41 +163,41 @@ class CommitPipeline:
         if self._busy:
             return
         pending, self._pending = self._pending, {}
-        batches: dict[object, AppBatch] = {}
+        batches: dict[object, StoreBatch] = {}
         now = asyncio.get_running_loop().time()
         if len(pending) > 1:
             self._shared_at = now
         self._contended = now - self._shared_at < CONTENDED_S
         share = CONTENDED_SHARE if self._contended else TICK_SHARE
-        if any(app is None for _, app in self._waiters):  # flush() of every store: drain all
+        if any(store is None for _, store in self._waiters):  # flush() of every store: drain all
             share = None
         for owed in pending.values():
             session = owed.aggregate
-            if getattr(owed.app, "released", False):  # store sealed by the pause hook: drop
+            if getattr(owed.store, "released", False):  # store sealed by the pause hook: drop
                 self._uncommitted_output -= owed.output_bytes
                 self._session_output.pop(id(session), None)
                 session.collect_events()
                 continue
             taken = self._materialize_owed(session, owed, share)
             if owed.runs:  # the rest of a flood waits for the next tick
-                rest = self._pending[id(session)] = _Pending(owed.app, session)
+                rest = self._pending[id(session)] = _Pending(owed.store, session)
                 rest.runs, owed.runs = owed.runs, []
                 rest.output_bytes = owed.output_bytes - taken
             events = session.collect_events()
             if events or owed.snapshots or taken:
-                batch = batches.get(owed.app)
+                batch = batches.get(owed.store)
                 if batch is None:
-                    batch = batches[owed.app] = AppBatch(owed.app)
+                    batch = batches[owed.store] = StoreBatch(owed.store)
                 batch.add(session, events, owed.snapshots, taken)
         held = self.faults.merge_backlogs(batches, now)  # refused stores wait for their retry
         taken, self._waiters, waiters = self._waiters, [], []
         for entry in taken:  # a waiter on a store held for its retry is answered by that retry
             (self._waiters if entry[1] in held else waiters).append(entry)
-        held_errors = {app: self.faults.error(app) for app in held}  # for flush() of every store
+        held_errors = {store: self.faults.error(store) for store in held}  # for flush() of every store
         tick = []
         for batch in batches.values():
-            if getattr(batch.app, "released", False):  # a held store the pause hook sealed
-                self.faults.forget(batch.app)
+            if getattr(batch.store, "released", False):  # a held store the pause hook sealed
+                self.faults.forget(batch.store)
                 self._settle_output(batch)
             elif batch.events or batch.snapshots:
                 tick.append(batch)
@@ -208,7 +208,7 @@ class CommitPipeline:
             self._resolve(waiters, held_errors)
             return
         self._busy = True
-        self._sink.submit([(b.app, b.events, b.snapshots) for b in tick],
+        self._sink.submit([(b.store.journal, b.events, b.snapshots) for b in tick],
                           lambda outcomes: self._done(tick, outcomes, waiters, held_errors))
 
     def _arm_retry(self, now: float) -> None:
@@ -235,22 +235,22 @@ class CommitPipeline:
         owed.runs = owed.runs[done:]
         return owed.output_bytes if not owed.runs else size_done
 
-    def _done(self, tick: list[AppBatch], outcomes: list[AppOutcome], waiters, held_errors) -> None:
+    def _done(self, tick: list[StoreBatch], outcomes: list[CommitOutcome], waiters, held_errors) -> None:
         self._busy = False
         errors: dict[object, BaseException] = dict(held_errors)
         loop_now = asyncio.get_running_loop().time()
         for batch, outcome in zip(tick, outcomes):
             if outcome.store_error is not None:  # kept, in order, for the next retry
                 self.faults.hold(batch, outcome.store_error, loop_now + RETRY_S)
-                errors[batch.app] = outcome.store_error
+                errors[batch.store] = outcome.store_error
                 continue
-            self.faults.clear(batch.app)
+            self.faults.clear(batch.store)
             if outcome.rolled_back:
-                errors[batch.app] = outcome.poison_error
+                errors[batch.store] = outcome.poison_error
                 self._roll_back(batch, outcome.rolled_back)
             for session, events in batch.committed:
                 if events and session.id not in outcome.rolled_back:
-                    self._on_committed(batch.app, session, events)
+                    self._on_committed(batch.store, session, events)
             self._settle_output(batch)
         self._resume_sources()
         self._resolve(waiters, errors)
@@ -258,7 +258,7 @@ class CommitPipeline:
         if self._pending or self._waiters:
             self._schedule()
 
-    def _settle_output(self, batch: AppBatch) -> None:
+    def _settle_output(self, batch: StoreBatch) -> None:
         for key, size in batch.output.items():
             self._uncommitted_output -= size
             left = self._session_output.get(key, 0) - size
@@ -270,12 +270,12 @@ class CommitPipeline:
     def _resume_sources(self) -> None:
         if not self._paused or self._uncommitted_output >= LOW_WATER:
             return
-        for source, (app, key) in list(self._paused.items()):
-            if app not in self.faults and self._session_output.get(key, 0) < SESSION_LOW:
+        for source, (store, key) in list(self._paused.items()):
+            if store not in self.faults and self._session_output.get(key, 0) < SESSION_LOW:
                 del self._paused[source]
                 source.resume_output()
 
-    def _roll_back(self, batch: AppBatch, stored: dict) -> None:
+    def _roll_back(self, batch: StoreBatch, stored: dict) -> None:
         """Poisoned aggregates go back to their stored state; their output is kept (re-queued),
         and later events staged on them are void, so no seq is skipped or reused."""
         done: set[int] = set()
@@ -287,28 +287,28 @@ class CommitPipeline:
                 done.add(id(session))
                 later = self._pending.pop(id(session), None)
                 session.collect_events()
-                batch.app.restore(session, stored[session.id])
+                batch.store.restore(session, stored[session.id])
                 if later is not None and later.runs:
                     replay.extend((stream, b"".join(parts)) for stream, parts, _ in later.runs)
             for stream, data in replay:  # output is never dropped: it lands again, renumbered
-                self.add_output(batch.app, session, stream, data, None)
+                self.add_output(batch.store, session, stream, data, None)
         # A request that staged on this store after the failed tick began must not be told
         # its events are committed: they were voided with the rollback.
         kept = []
-        for waiter, app in self._waiters:
-            if app is None or app is batch.app:
+        for waiter, store in self._waiters:
+            if store is None or store is batch.store:
                 if not waiter.done():
                     waiter.set_exception(unencodable())
             else:
-                kept.append((waiter, app))
+                kept.append((waiter, store))
         self._waiters = kept
 
     @staticmethod
     def _resolve(waiters, errors: dict) -> None:
-        for waiter, app in waiters:
+        for waiter, store in waiters:
             if waiter.done():
                 continue
-            error = errors.get(app) if app is not None else next(iter(errors.values()), None)
+            error = errors.get(store) if store is not None else next(iter(errors.values()), None)
             if error is None:
                 waiter.set_result(None)
             else:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
+from .model.journal import JournalEntry
+
 BUFFER_EVENTS = 256
-BUFFER_BYTES = 16 * 1024 * 1024  # of base64 output held for one subscriber
+BUFFER_BYTES = 16 * 1024 * 1024  # of output bytes held for one subscriber
 
 
 class Subscriber:
@@ -25,10 +27,10 @@ class Subscriber:
         self.closed_reason = ""
         self._ready = asyncio.Event()
 
-    def offer(self, item) -> None:
+    def offer(self, item: JournalEntry) -> None:
         if self.closed_reason:
             return
-        size = len(item.get("data_base64", "")) if isinstance(item, dict) else 0
+        size = item.size
         if len(self.items) >= self.capacity or self.buffered_bytes + size > self.max_bytes:
             self.close("slow")
             return
@@ -84,7 +86,7 @@ class Hub:
     def _count_detach(self, reason: str) -> None:
         self.detaches[reason] = self.detaches.get(reason, 0) + 1
 
-    def publish(self, session_id: str, items: list) -> None:
+    def publish(self, session_id: str, items: list[JournalEntry]) -> None:
         for subscriber in list(self._subscribers.get(session_id, ())):
             for item in items:
                 subscriber.offer(item)

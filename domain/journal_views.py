@@ -13,19 +13,19 @@ from .hub import Hub, Subscriber
 from .model.errors import CursorExpiredError, InvalidRequestError
 from .model.session import Session
 from .retention import Retention
-from .supervisor import SessionSupervisor
+from .sandbox_store import SandboxStore
 
 
 class SessionJournal:
-    def __init__(self, supervisor: SessionSupervisor, hub: Hub, retention: Retention,
+    def __init__(self, store: SandboxStore, hub: Hub, retention: Retention,
                  session: Callable[[str], Session]) -> None:
-        self.supervisor = supervisor
+        self.store = store
         self.hub = hub
         self.retention = retention
         self.session = session  # by id; SessionNotFoundError (404) for an unknown one
 
     def cursor(self, session: Session) -> tuple[int, int]:
-        return session.earliest_seq, self.supervisor.committed_seq.get(session.id, 0)
+        return session.earliest_seq, self.store.committed_seq.get(session.id, 0)
 
     def check_cursor(self, session: Session, after: int) -> tuple[int, int]:
         earliest, latest = self.cursor(session)
@@ -40,7 +40,7 @@ class SessionJournal:
         session = self.session(session_id)
         self.retention.trim(session)
         earliest, latest = self.check_cursor(session, after)
-        records = await asyncio.to_thread(self.supervisor.read_records, session_id, after, latest, limit)
+        records = await asyncio.to_thread(self.store.read_records, session_id, after, latest, limit)
         self._still_retained(session, after)
         return records, (earliest, latest)
 
@@ -49,7 +49,7 @@ class SessionJournal:
         never serve a page with a silent hole (rows are deleted only below earliest)."""
         earliest = session.earliest_seq
         if after < earliest - 1:
-            raise CursorExpiredError(earliest, self.supervisor.committed_seq.get(session.id, 0))
+            raise CursorExpiredError(earliest, self.store.committed_seq.get(session.id, 0))
 
     def subscribe(self, session_id: str, after: int) -> tuple[Subscriber, int]:
         """Snapshot-and-subscribe atomically: replay (after, upto] then live events > upto."""
@@ -61,7 +61,7 @@ class SessionJournal:
     async def replay(self, session_id: str, after: int, upto: int, page: int = 1000) -> list[dict]:
         """One page of a stream's replay; CursorExpiredError if trimming overtook it."""
         session = self.session(session_id)
-        records = await asyncio.to_thread(self.supervisor.read_records, session_id, after, upto, page)
+        records = await asyncio.to_thread(self.store.read_records, session_id, after, upto, page)
         self._still_retained(session, after)
         return records
 
@@ -72,10 +72,10 @@ class SessionJournal:
     async def history_page(self, session_id: str, after: int, limit: int) -> tuple[list[dict], tuple[int, int]]:
         """Lifecycle events only (``session.*``, ``attempt.*``), from seq 1 whatever was trimmed."""
         self.session(session_id)  # 404 for an unknown session
-        latest = self.supervisor.committed_seq.get(session_id, 0)
+        latest = self.store.committed_seq.get(session_id, 0)
         if after > latest:
             raise InvalidRequestError(f"event cursor must not be greater than latest sequence {latest}")
-        records = await asyncio.to_thread(self.supervisor.read_records, session_id, after, latest, limit,
+        records = await asyncio.to_thread(self.store.read_records, session_id, after, latest, limit,
                                           lifecycle_only=True)
         return records, (1, latest)
 
@@ -86,4 +86,4 @@ class SessionJournal:
         are collected (or the retained journal is exhausted): an AeroLVM log / replay window.
         """
         floor = self.session(session_id).earliest_seq - 1
-        return await asyncio.to_thread(self.supervisor.read_output_tail, session_id, floor, upto, min_bytes)
+        return await asyncio.to_thread(self.store.read_output_tail, session_id, floor, upto, min_bytes)

@@ -98,16 +98,16 @@ class RuntimeGate:
 
 
 # ---- snapshots and the manifest ---------------------------------------------------------------
-def build_manifest(supervisor, sandbox, by_user: bool, at_ns: int) -> dict:
+def build_manifest(store, sandbox, by_user: bool, at_ns: int) -> dict:
     return {"format": MANIFEST_FORMAT, "sandbox_id": sandbox.id,
             "runtime_generation": sandbox.runtime_generation, "taken_at_ns": at_ns,
             "paused_by_user": by_user, "sandbox_version": sandbox.version,
-            "sessions": {sid: s.version for sid, s in supervisor.sessions.items()}}
+            "sessions": {sid: s.version for sid, s in store.sessions.items()}}
 
 
-def verify_manifest(manifest: dict, supervisor) -> list[str]:
+def verify_manifest(manifest: dict, store) -> list[str]:
     """What is wrong with the reopened store against its manifest ([] when it is whole)."""
-    sandbox = supervisor.sandbox
+    sandbox = store.sandbox
     if manifest.get("format") != MANIFEST_FORMAT:
         return [f"unknown manifest format {manifest.get('format')!r}"]
     if manifest.get("sandbox_id") != sandbox.id:
@@ -118,7 +118,7 @@ def verify_manifest(manifest: dict, supervisor) -> list[str]:
     if sandbox.version < manifest.get("sandbox_version", 0):
         problems.append("sandbox record is behind its checkpoint")
     for session_id, version in (manifest.get("sessions") or {}).items():
-        session = supervisor.sessions.get(session_id)
+        session = store.sessions.get(session_id)
         if session is None or session.version < version:  # acknowledged events are missing
             problems.append(f"session {session_id} is behind its checkpoint (version {version})")
     return problems
@@ -137,7 +137,7 @@ async def pause_runtime(service: SandboxService, gate: RuntimeGate, checkpoints:
         raise PauseCancelled()
     frozen = freeze(service, clock.now_ns())
     try:
-        await service.pipeline.flush(service.supervisor)
+        await service.pipeline.flush(service.store)
         if gate.cancel_requested:
             raise PauseCancelled()
     except BaseException:
@@ -153,7 +153,7 @@ async def pause_runtime(service: SandboxService, gate: RuntimeGate, checkpoints:
         await thaw(service, frozen, clock.now_ns())
         raise
     await gate.drain(READS_DRAIN_S, reads_too=True)
-    service.supervisor.released = True  # the pipeline stages nothing more for this store
+    service.store.released = True  # the pipeline stages nothing more for this store
     try:  # on the writer thread, after every commit submitted so far
         await service.pipeline.run_in_writer(lambda: _seal(checkpoints, service, manifest))
     except Exception:  # the commit above is what counts; resume verifies what is on disk
@@ -196,7 +196,7 @@ async def thaw(service: SandboxService, frozen: list, at_ns: int) -> None:
     service.expiry.start()
     service.retention.start()
     try:
-        await service.pipeline.flush(service.supervisor)
+        await service.pipeline.flush(service.store)
     except Exception:
         log.exception("sandbox %s: recording the thaw failed", service.sandbox_id)
 
@@ -204,24 +204,24 @@ async def thaw(service: SandboxService, frozen: list, at_ns: int) -> None:
 async def _commit_snapshots(service: SandboxService, by_user: bool, clock: Clock) -> tuple:
     """The point of no return: the paused mark and a snapshot of every aggregate, committed.
     The mark goes on a copy of the Sandbox record, which replaces it once the runtime is gone."""
-    supervisor, pipeline, reconciler = service.supervisor, service.pipeline, service.reconciler
+    store, pipeline, reconciler = service.store, service.pipeline, service.reconciler
     for session_id in list(reconciler.timers):  # an exit racing the freeze may have armed one
         reconciler.cancel_timer(session_id)
     for live in reconciler.live.values():
         live.abandoned = True  # from here on nothing this runtime does is a fact to record
     now = clock.now_ns()
-    paused = copy.deepcopy(supervisor.sandbox)
+    paused = copy.deepcopy(store.sandbox)
     paused.mark_paused(by_user, now)
-    for aggregate in [*supervisor.sessions.values(), paused]:
+    for aggregate in [*store.sessions.values(), paused]:
         pipeline.materialize(aggregate)  # output read before the freeze lands before the snapshot
-        pipeline.add_snapshot(supervisor, aggregate, take_snapshot(aggregate))
-    pipeline.stage(supervisor, paused)
-    await pipeline.flush(supervisor)
-    return paused, build_manifest(supervisor, paused, by_user, now)
+        pipeline.add_snapshot(store, aggregate, take_snapshot(aggregate))
+    pipeline.stage(store, paused)
+    await pipeline.flush(store)
+    return paused, build_manifest(store, paused, by_user, now)
 
 
 def _seal(checkpoints: Checkpoints, service: SandboxService, manifest: dict) -> None:
-    checkpoints.seal(service.sandbox_id, service.supervisor)
+    checkpoints.seal(service.sandbox_id, service.store)
     checkpoints.write_manifest(service.sandbox_id, manifest)
 
 

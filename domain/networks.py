@@ -57,7 +57,7 @@ class SandboxNetworking:
 
     async def attach(self, service: SandboxService) -> None:
         """Before any attempt of the runtime starts: its sessions join this network."""
-        sandbox = service.supervisor.sandbox
+        sandbox = service.store.sandbox
         try:
             service.netns = await self.networks.attach(sandbox.id, self.policy_of(sandbox))
         except Exception as exc:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # annotations only: the ports name domain types without impor
     from .contexts import SandboxContexts
     from .expiry import ExpirySweep
     from .model.session import Session
-    from .supervisor import SessionSupervisor
+    from .sandbox_store import SandboxStore
 
 # stream is "stdout", "stderr" or "pty"; called on the event loop thread.
 OutputCallback = Callable[[str, bytes], None]
@@ -113,15 +113,13 @@ class Isolator(Protocol):
 
 class SandboxFiles(Protocol):
     def create(self, sandbox_id: str) -> None: ...
-    def list_ids(self) -> list[str]: ...
     def workspace(self, sandbox_id: str) -> str: ...
-    def open_store(self, sandbox_id: str) -> SessionSupervisor: ...
     def remove(self, sandbox_id: str) -> None: ...
     def usage(self, sandbox_id: str) -> dict[str, int]: ...
 
 
 class Checkpoints(Protocol):
-    def seal(self, sandbox_id: str, supervisor: SessionSupervisor) -> None: ...
+    def seal(self, sandbox_id: str, store: SandboxStore) -> None: ...
     def write_manifest(self, sandbox_id: str, manifest: dict) -> None: ...
     def read_manifest(self, sandbox_id: str) -> dict | None: ...
     def discard_manifest(self, sandbox_id: str) -> None: ...
@@ -140,12 +138,59 @@ class Pausable(Protocol):
     def resume_output(self) -> None: ...
 
 
-class JournalStore(Protocol):
-    """Store maintenance the library has no API for (``infra.event_store``)."""
+@dataclass(frozen=True)
+class StoredRow:
+    """One stored event as the journal store reads it back: its seq (the aggregate version),
+    its topic, its fields (bytes stay bytes) and when it happened."""
 
+    seq: int
+    topic: str
+    state: dict
+    occurred_ns: int
+
+
+@dataclass
+class CommitOutcome:
+    """A journal store's answer to one commit: committed, refused as a whole (``store_error``:
+    the batch is kept and retried), or committed except the aggregates in ``rolled_back``
+    (id -> their stored copy, None when nothing of them was stored) whose events it could not
+    encode (``poison_error``)."""
+
+    store_error: BaseException | None = None
+    rolled_back: dict = field(default_factory=dict)
+    poison_error: BaseException | None = None
+
+
+class JournalStore(Protocol):
+    """One sandbox's journal: the stored events and snapshots of its aggregates (D1, D5).
+
+    ``infra.event_store.SqliteJournal`` keeps it in one SQLite file in the sandbox's state dir;
+    a PostgreSQL store keeps it in the database. The domain never sees SQL, rows or the codec:
+    it commits domain events, loads aggregates, and reads ``StoredRow``s. Calls block: the
+    commit and the maintenance calls run on the writer thread, reads in worker threads.
+    """
+
+    def load(self) -> list: ...  # every aggregate, from its latest snapshot plus the tail
+    def stored_copy(self, originator_id: str) -> object | None: ...
+    def commit(self, events: list, snapshots: list) -> CommitOutcome: ...  # never raises
+    def read_rows(self, originator_id: str, gt: int, lte: int, limit: int,
+                  topics: frozenset[str] | None = None, desc: bool = False) -> list[StoredRow]: ...
     def trim_events(self, originator_id: str, gt: int, lte: int, keep_topics: Iterable[str], limit: int,
                     snapshots_before: int = 0) -> int: ...
     def reclaim_pages(self, keep_pages: int, max_pages: int) -> int: ...
+    def delete_stream(self, originator_id: str) -> None: ...
+    def free_bytes(self) -> int | None: ...  # room left for it (None: not on a local filesystem)
+    def seal(self) -> None: ...  # the pause hook's checkpoint: close, compacted and complete
+    def close(self) -> None: ...
+
+
+class JournalStores(Protocol):
+    """Where sandboxes' journals live (``infra.event_store.SqliteJournals``: a file in each
+    sandbox's state dir)."""
+
+    def list_ids(self) -> list[str]: ...  # sandboxes that have a journal
+    def open(self, sandbox_id: str) -> JournalStore: ...  # created when it does not exist yet
+    def remove(self, sandbox_id: str) -> None: ...
 
 
 class ContextHost(Protocol):
@@ -174,7 +219,7 @@ class AttemptHost(Protocol):
     """What the attempt runner (``Reconciler``) needs from its sandbox's service: the store it
     records into, the commit pipeline, the runners and the isolation, and the per-session lock."""
 
-    supervisor: SessionSupervisor
+    store: SandboxStore
     pipeline: CommitPipeline
     pipe_runner: ProcessRunner
     pty_runner: ProcessRunner

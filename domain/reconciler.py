@@ -54,11 +54,11 @@ class Reconciler:
         return task
 
     def record(self, session: Session, command, *args, **kwargs):
-        if self.ctx.supervisor.released:  # sealed by the pause hook: nothing may be acknowledged now
+        if self.ctx.store.released:  # sealed by the pause hook: nothing may be acknowledged now
             raise UnavailableError("sandbox lifecycle barrier is active")
         self.ctx.pipeline.materialize(session)
         result = command(*args, **kwargs)
-        self.ctx.pipeline.stage(self.ctx.supervisor, session)
+        self.ctx.pipeline.stage(self.ctx.store, session)
         return result
 
     # ---- starting -------------------------------------------------------------------------
@@ -114,7 +114,7 @@ class Reconciler:
 
     def _on_output(self, session: Session, live: LiveAttempt, stream: str, data: bytes) -> None:
         ctx = self.ctx
-        ctx.pipeline.add_output(ctx.supervisor, session, stream, data, live.handle)
+        ctx.pipeline.add_output(ctx.store, session, stream, data, live.handle)
         if session.phase == "starting" and session.spec["readiness"]["type"] == "output":
             token = session.spec["readiness"]["output"].encode()
             window = live.token_tail + data
@@ -185,9 +185,9 @@ class Reconciler:
             if self.timers.get(session.id) is asyncio.current_task():
                 del self.timers[session.id]
             if session.phase == "backoff" and session.desired_state == "running" \
-                    and session.id in self.ctx.supervisor.sessions:
+                    and session.id in self.ctx.store.sessions:
                 await self.start_attempt(session, "restart_policy")  # BACKOFF -> STARTING
-                await self.ctx.pipeline.flush(self.ctx.supervisor)
+                await self.ctx.pipeline.flush(self.ctx.store)
 
     def cancel_timer(self, session_id: str) -> None:
         timer = self.timers.pop(session_id, None)

@@ -29,7 +29,7 @@ from .ports import Clock, JournalStore
 
 if TYPE_CHECKING:
     from .commits import CommitPipeline
-    from .supervisor import SessionSupervisor
+    from .sandbox_store import SandboxStore
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +70,8 @@ def _saved_state(session) -> tuple[int, int]:
 
 
 class Retention:
-    def __init__(self, supervisor: SessionSupervisor, pipeline: CommitPipeline, clock: Clock) -> None:
-        self.supervisor = supervisor
+    def __init__(self, store: SandboxStore, pipeline: CommitPipeline, clock: Clock) -> None:
+        self.store = store
         self.pipeline = pipeline
         self.clock = clock
         self._snapped: dict[str, tuple[int, int]] = {}  # id -> (version, journal_bytes) saved
@@ -80,7 +80,7 @@ class Retention:
         self._due: dict[str, float] = {}  # id -> loop time its checkpoint is due
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
-        for session in supervisor.sessions.values():
+        for session in store.sessions.values():
             self._snapped[session.id] = _saved_state(session)
 
     # ---- lifecycle ------------------------------------------------------------------------
@@ -98,9 +98,9 @@ class Retention:
         """Snapshot every session changed since its last one into the next commit (shutdown,
         pause): the restart that follows then replays nothing. Returns how many."""
         count = 0
-        for session in list(self.supervisor.sessions.values()):
+        for session in list(self.store.sessions.values()):
             if session.version > self._snapped.get(session.id, (0, 0))[0]:
-                self.pipeline.add_snapshot(self.supervisor, session, take_snapshot(session))
+                self.pipeline.add_snapshot(self.store, session, take_snapshot(session))
                 self._snapped[session.id] = _saved_state(session)
                 count += 1
         return count
@@ -120,7 +120,7 @@ class Retention:
     def trim(self, session) -> bool:
         """Apply the age and size limits now (appends, reads, spec changes, the sweep)."""
         before = session.retained_bytes
-        if not trim(session, self.supervisor.committed_seq.get(session.id, 0), self.clock.now_ns()):
+        if not trim(session, self.store.committed_seq.get(session.id, 0), self.clock.now_ns()):
             return False
         unpurged = self._unpurged.get(session.id, 0) + before - session.retained_bytes
         self._unpurged[session.id] = unpurged
@@ -160,46 +160,46 @@ class Retention:
                 pass
 
     def sweep(self) -> None:
-        for session in list(self.supervisor.sessions.values()):
+        for session in list(self.store.sessions.values()):
             self.trim(session)
             if session.version > self._snapped.get(session.id, (0, 0))[0]:
                 self._request(session.id, 0.0)
 
     async def checkpoint(self, session_ids: list[str]) -> None:
         """Snapshot these sessions in one commit, then delete what their snapshots allow."""
-        sessions = self.supervisor.sessions
+        sessions = self.store.sessions
         saved: dict[str, tuple[int, int]] = {}
         for session_id in session_ids:
             session = sessions.get(session_id)
             if session is None:
                 continue
             snapshot = take_snapshot(session)
-            self.pipeline.add_snapshot(self.supervisor, session, snapshot)
+            self.pipeline.add_snapshot(self.store, session, snapshot)
             saved[session_id] = (snapshot.originator_version, session.earliest_seq - 1)
             self._snapped[session_id] = _saved_state(session)
             self._unpurged.pop(session_id, None)
         if not saved:
             return
         try:
-            await self.pipeline.flush(self.supervisor)  # the snapshots are committed: rows below them may go
+            await self.pipeline.flush(self.store)  # the snapshots are committed: rows below them may go
         except Exception:  # e.g. a full disk: the snapshots stay queued; ask again for the deletes
             for session_id in saved:
                 self._request(session_id, 1.0)
             raise
-        store: JournalStore = self.supervisor.factory
+        journal: JournalStore = self.store.journal
         deleted_any = False
         for session_id, (version, through) in saved.items():
-            deleted_any |= await self._delete_rows(store, session_id, through, version)
+            deleted_any |= await self._delete_rows(journal, session_id, through, version)
         if deleted_any:
-            await self._reclaim(store)
+            await self._reclaim(journal)
 
-    async def _delete_rows(self, store: JournalStore, session_id: str, through: int, version: int) -> bool:
+    async def _delete_rows(self, journal: JournalStore, session_id: str, through: int, version: int) -> bool:
         """Older snapshots and rows up to ``through``, a few hundred per transaction."""
         deleted = self._deleted.get(session_id, 0)
         total = 0
-        while session_id in self.supervisor.sessions:
+        while session_id in self.store.sessions:
             count = await self.pipeline.run_in_writer(partial(
-                store.trim_events, session_id, deleted, max(deleted, through), LIFECYCLE_TOPICS,
+                journal.trim_events, session_id, deleted, max(deleted, through), LIFECYCLE_TOPICS,
                 DELETE_ROWS, snapshots_before=version))
             total += count
             if count < DELETE_ROWS:
@@ -207,9 +207,9 @@ class Retention:
         self._deleted[session_id] = max(deleted, through)
         return total > 0
 
-    async def _reclaim(self, store: JournalStore) -> None:
+    async def _reclaim(self, journal: JournalStore) -> None:
         while await self.pipeline.run_in_writer(
-                partial(store.reclaim_pages, KEEP_FREE_PAGES, VACUUM_PAGES)) >= VACUUM_PAGES:
+                partial(journal.reclaim_pages, KEEP_FREE_PAGES, VACUUM_PAGES)) >= VACUUM_PAGES:
             pass
 
 

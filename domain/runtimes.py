@@ -86,7 +86,7 @@ class SandboxRuntimes:
             service = self.manager.service_for(sandbox_id)
             if self.manager.checkpoints is None:
                 raise UnavailableError("sandbox checkpoint pause is not available")
-            self._check_room_to_checkpoint(service.supervisor)
+            self._check_room_to_checkpoint(service.store)
             gate.raise_barrier(automatic)
             try:
                 paused = await pause_runtime(service, gate, self.manager.checkpoints, self.manager.hub, self.manager.clock,
@@ -104,12 +104,12 @@ class SandboxRuntimes:
                 raise UnavailableError("sandbox pause failed") from exc
             finally:
                 gate.lower_barrier()
-            return service.supervisor.sandbox
+            return service.store.sandbox
 
-    def _check_room_to_checkpoint(self, supervisor) -> None:
+    def _check_room_to_checkpoint(self, store) -> None:
         """Refuse a pause up front (507) rather than freeze everything and fail half-way."""
-        self.manager.pipeline.check_writable(supervisor)
-        free = supervisor.free_bytes()
+        self.manager.pipeline.check_writable(store)
+        free = store.free_bytes()
         if free is not None and free < PAUSE_MIN_FREE_BYTES:
             raise InsufficientStorageError(
                 f"not enough free space to checkpoint the sandbox: {free} bytes free, "
@@ -121,7 +121,7 @@ class SandboxRuntimes:
         async with gate.lock:
             service = self.manager.services.get(sandbox_id)
             if service is not None:
-                return service.supervisor.sandbox
+                return service.store.sandbox
             sandbox = self.manager.parked.get(sandbox_id)
             if sandbox is None:
                 raise SandboxNotFoundError()
@@ -129,15 +129,15 @@ class SandboxRuntimes:
                 await self.manager._remove(sandbox_id)
                 raise SandboxNotFoundError()
             try:
-                supervisor = await asyncio.to_thread(self._reopen_checked, sandbox_id)
-                await self._new_runtime(sandbox_id, supervisor)
+                store = await asyncio.to_thread(self._reopen_checked, sandbox_id)
+                await self._new_runtime(sandbox_id, store)
             except DomainError:
                 raise
             except Exception as exc:  # e.g. an unreadable store: the sandbox stays paused
                 log.exception("sandbox %s: resume failed", sandbox_id)
                 raise SandboxResumeFailedError("sandbox resume failed") from exc
             del self.manager.parked[sandbox_id]
-            return supervisor.sandbox
+            return store.sandbox
 
     def _reopen_checked(self, sandbox_id: str):
         """Read and verify the manifest against the reopened store (sync: run in a thread)."""
@@ -145,18 +145,18 @@ class SandboxRuntimes:
             manifest = self.manager.checkpoints.read_manifest(sandbox_id)
         except ValueError as exc:
             raise SandboxResumeFailedError(f"sandbox resume failed: {exc}") from None
-        supervisor = self.manager._open(sandbox_id)
+        store = self.manager._open(sandbox_id)
         if manifest is None:  # the pause committed but its manifest never reached the disk
             log.warning("sandbox %s: no checkpoint manifest; resuming from the store alone", sandbox_id)
-            return supervisor
-        problems = verify_manifest(manifest, supervisor)
+            return store
+        problems = verify_manifest(manifest, store)
         if problems:
-            supervisor.close()
+            store.close()
             raise SandboxResumeFailedError("sandbox resume failed: " + "; ".join(problems))
-        return supervisor
+        return store
 
-    async def _new_runtime(self, sandbox_id: str, supervisor) -> None:
-        service = self.manager._service(sandbox_id, supervisor)
+    async def _new_runtime(self, sandbox_id: str, store) -> None:
+        service = self.manager._service(sandbox_id, store)
         await self.manager.network.attach(service)  # before any recovered attempt starts
         try:
             await self.manager.replace_runtime(service)
@@ -170,8 +170,8 @@ class SandboxRuntimes:
     # ---- server start ----------------------------------------------------------------------------
     async def bring_up(self, sandbox_id: str) -> None:
         """A sandbox found at server start: parked if a user paused it, else a new runtime."""
-        supervisor = await asyncio.to_thread(self.manager._open, sandbox_id)
-        sandbox = supervisor.sandbox
+        store = await asyncio.to_thread(self.manager._open, sandbox_id)
+        sandbox = store.sandbox
         if sandbox.status == "paused" and self.manager.checkpoints is not None:
             try:
                 manifest = await asyncio.to_thread(self.manager.checkpoints.read_manifest, sandbox_id)
@@ -179,16 +179,16 @@ class SandboxRuntimes:
                 manifest = {}  # unreadable: a resume will say so (sandbox_resume_failed)
             if sandbox.paused_by_user and manifest is not None:
                 # A crash between the manifest and the release leaves frozen processes behind.
-                await asyncio.to_thread(self._reap_leftovers, supervisor)
-                await asyncio.to_thread(self.manager.checkpoints.seal, sandbox_id, supervisor)
+                await asyncio.to_thread(self._reap_leftovers, store)
+                await asyncio.to_thread(self.manager.checkpoints.seal, sandbox_id, store)
                 self.manager.parked[sandbox_id] = sandbox
                 return
             if manifest is None:
                 log.warning("sandbox %s: its pause never completed; replacing the runtime", sandbox_id)
-        await self._new_runtime(sandbox_id, supervisor)
+        await self._new_runtime(sandbox_id, store)
 
-    def _reap_leftovers(self, supervisor) -> None:
-        for session in supervisor.sessions.values():
+    def _reap_leftovers(self, store) -> None:
+        for session in store.sessions.values():
             attempt = session.attempt
             if attempt and "finished_ns" not in attempt and attempt.get("pid"):
                 self.manager.reap(attempt["pid"], attempt.get("start_time", 0))
@@ -221,22 +221,22 @@ class SandboxRuntimes:
         now = self.manager.clock.now_ns()
         service = self.manager.services.get(sandbox_id)
         if service is not None:
-            command(service.supervisor.sandbox, now)
-            self.manager.pipeline.stage(service.supervisor, service.supervisor.sandbox)
-            await self.manager.pipeline.flush(service.supervisor)
-            return service.supervisor.sandbox
+            command(service.store.sandbox, now)
+            self.manager.pipeline.stage(service.store, service.store.sandbox)
+            await self.manager.pipeline.flush(service.store)
+            return service.store.sandbox
         sandbox = self.manager.parked.get(sandbox_id)
         if sandbox is None:
             raise SandboxNotFoundError()
         # Paused: only the stored record changes. Open the sealed store, commit, seal it again.
-        supervisor = await asyncio.to_thread(self.manager.files.open_store, sandbox_id)
+        store = await asyncio.to_thread(self.manager.open_store, sandbox_id)
         command(sandbox, now)
-        self.manager.pipeline.stage(supervisor, sandbox)
+        self.manager.pipeline.stage(store, sandbox)
         try:
-            await self.manager.pipeline.flush(supervisor)
+            await self.manager.pipeline.flush(store)
         finally:
-            supervisor.released = True
-            await self.manager.pipeline.run_in_writer(lambda: self.manager.checkpoints.seal(sandbox_id, supervisor))
+            store.released = True
+            await self.manager.pipeline.run_in_writer(lambda: self.manager.checkpoints.seal(sandbox_id, store))
         return sandbox
 
     # ---- ttl and hard_ttl ----------------------------------------------------------------------

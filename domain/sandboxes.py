@@ -19,11 +19,11 @@ from .model.ids import sandbox_id_from
 from .model.network import template_policy
 from .model.sandbox import Sandbox
 from .networks import NoNetworks, SandboxNetworking
-from .ports import Checkpoints, Clock, Isolator, ProcessRunner, SandboxFiles, SandboxNetworks
+from .ports import Checkpoints, Clock, Isolator, JournalStores, ProcessRunner, SandboxFiles, SandboxNetworks
 from .runtimes import SandboxRuntimes
 from .service import SandboxService
 from .store_faults import store_error
-from .supervisor import SessionSupervisor
+from .sandbox_store import SandboxStore
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +35,12 @@ TEMPLATES: dict[str, dict[str, str]] = {
 
 
 class SandboxManager:
-    def __init__(self, *, files: SandboxFiles, pipeline: CommitPipeline, hub: Hub, pipe_runner: ProcessRunner,
+    def __init__(self, *, files: SandboxFiles, journals: JournalStores, pipeline: CommitPipeline, hub: Hub, pipe_runner: ProcessRunner,
                  pty_runner: ProcessRunner, runtime: Isolator, clock: Clock, new_uuid_hex: Callable[[], str], base_env: dict[str, str],
                  reap: Callable[[int, int], object], checkpoints: Checkpoints | None = None,
                  networks: SandboxNetworks | None = None):
         self.files = files
+        self.journals = journals
         self.pipeline = pipeline
         self.hub = hub
         self.pipe_runner = pipe_runner
@@ -62,14 +63,14 @@ class SandboxManager:
         self.update, self.refresh, self.sweep, self.checkpoint_all = r.update, r.refresh, r.sweep, r.checkpoint_all
         self.start_sweeping, self.stop_sweeping = r.start_sweeping, r.stop_sweeping
 
-    def _service(self, sandbox_id: str, supervisor: SessionSupervisor) -> SandboxService:
-        sandbox = supervisor.sandbox
+    def _service(self, sandbox_id: str, store: SandboxStore) -> SandboxService:
+        sandbox = store.sandbox
         env = dict(TEMPLATES.get(sandbox.template, {}))
         env.update(sandbox.config.get("env_vars") or {})
         workspace = self.files.workspace(sandbox_id)
         # The sandbox's own view of the runtime: its host uid, cgroups and limits (infra.runtime).
         runtime = self.runtime.isolate(sandbox_id, workspace, sandbox.config)
-        service = SandboxService(sandbox_id=sandbox_id, supervisor=supervisor, pipeline=self.pipeline,
+        service = SandboxService(sandbox_id=sandbox_id, store=store, pipeline=self.pipeline,
                                  hub=self.hub, pipe_runner=self.pipe_runner, pty_runner=self.pty_runner,
                                  runtime=runtime, workspace=workspace,
                                  clock=self.clock, new_uuid_hex=self.new_uuid_hex, sandbox_env=env,
@@ -78,39 +79,47 @@ class SandboxManager:
         service.retention.start()  # stopped on shutdown and sandbox delete
         return service
 
+    def open_store(self, sandbox_id: str) -> SandboxStore:
+        """The sandbox's journal, opened (created when new), with nothing loaded yet (sync)."""
+        return SandboxStore(self.journals.open(sandbox_id))
+
+    def _remove_files(self, sandbox_id: str) -> None:
+        self.journals.remove(sandbox_id)
+        self.files.remove(sandbox_id)
+
     # ---- startup --------------------------------------------------------------------------
     async def start(self) -> None:
         await self.networks.start()  # removes what a crashed server left behind
-        for sandbox_id in self.files.list_ids():
+        for sandbox_id in self.journals.list_ids():
             try:
                 await self.bring_up(sandbox_id)
             except Exception:
                 log.exception("sandbox %s could not be opened; left untouched", sandbox_id)
         self.start_sweeping()
 
-    def _open(self, sandbox_id: str) -> SessionSupervisor:
-        supervisor = self.files.open_store(sandbox_id)
-        supervisor.load(sandbox_id)
-        if supervisor.sandbox is None:
+    def _open(self, sandbox_id: str) -> SandboxStore:
+        store = self.open_store(sandbox_id)
+        store.load(sandbox_id)
+        if store.sandbox is None:
             raise RuntimeError(f"store of {sandbox_id} has no sandbox record")
-        return supervisor
+        return store
 
     async def replace_runtime(self, service: SandboxService) -> None:
         """A new runtime generation over existing state: reap, then recover each session."""
-        supervisor = service.supervisor
-        sandbox = supervisor.sandbox
+        store = service.store
+        sandbox = store.sandbox
         now = self.clock.now_ns()
         generation = sandbox.start_new_runtime(now)
-        self.pipeline.stage(supervisor, sandbox)
+        self.pipeline.stage(store, sandbox)
         for session in service.list_sessions():
             attempt = session.attempt
             if attempt and "finished_ns" not in attempt and attempt.get("pid"):
                 self.reap(attempt["pid"], attempt.get("start_time", 0))
             action = session.recover(generation, now)
-            self.pipeline.stage(supervisor, session)
+            self.pipeline.stage(store, session)
             if action == "restart":
                 await service.reconciler.start_attempt(session, "runtime_recovered")
-        await self.pipeline.flush(supervisor)
+        await self.pipeline.flush(store)
 
     # ---- sandbox operations ---------------------------------------------------------------
     async def claim(self, template: str, config: dict) -> Sandbox:
@@ -120,27 +129,27 @@ class SandboxManager:
         sandbox_id = sandbox_id_from(self.new_uuid_hex())
         try:
             await asyncio.to_thread(self.files.create, sandbox_id)
-            supervisor = await asyncio.to_thread(self.files.open_store, sandbox_id)
+            store = await asyncio.to_thread(self.open_store, sandbox_id)
         except Exception as exc:  # a full disk cannot even hold a new store: 507
-            await asyncio.to_thread(self.files.remove, sandbox_id)
+            await asyncio.to_thread(self._remove_files, sandbox_id)
             raise store_error(exc) from exc
-        supervisor.sandbox = Sandbox.claim(sandbox_id, template, config, self.clock.now_ns())
-        service = self._service(sandbox_id, supervisor)
+        store.sandbox = Sandbox.claim(sandbox_id, template, config, self.clock.now_ns())
+        service = self._service(sandbox_id, store)
         try:
             await self.network.attach(service)
         except Exception:
             await service.release()
             await service.close()
-            await asyncio.to_thread(self.files.remove, sandbox_id)
+            await asyncio.to_thread(self._remove_files, sandbox_id)
             raise
         self.services[sandbox_id] = service
-        self.pipeline.stage(supervisor, supervisor.sandbox)
+        self.pipeline.stage(store, store.sandbox)
         try:
-            await self.pipeline.flush(supervisor)
+            await self.pipeline.flush(store)
         except Exception:  # not acknowledged: it must not appear later either
             await self._remove(sandbox_id)
             raise
-        return supervisor.sandbox
+        return store.sandbox
 
     def network_policy(self, sandbox_id: str) -> dict:
         return SandboxNetworking.policy_of(self.sandbox(sandbox_id))
@@ -148,7 +157,7 @@ class SandboxManager:
     def sandbox(self, sandbox_id: str) -> Sandbox:
         service = self.services.get(sandbox_id)
         if service is not None:
-            return service.supervisor.sandbox
+            return service.store.sandbox
         parked = self.parked.get(sandbox_id)
         if parked is None:
             raise SandboxNotFoundError()
@@ -172,7 +181,7 @@ class SandboxManager:
         return service
 
     def list(self) -> list[Sandbox]:
-        sandboxes = [service.supervisor.sandbox for service in self.services.values()]
+        sandboxes = [service.store.sandbox for service in self.services.values()]
         sandboxes.extend(self.parked.values())
         return sorted(sandboxes, key=lambda sb: (-sb.created_ns, sb.id))
 
@@ -191,12 +200,12 @@ class SandboxManager:
                 self.hub.close_session(session.id, "deleted")
             await service.release()
             try:
-                await self.pipeline.flush(service.supervisor)
+                await self.pipeline.flush(service.store)
             except Exception as exc:  # a full disk must not keep a sandbox alive: it goes anyway
                 log.warning("sandbox %s: deleting without its last events: %s", sandbox_id, exc)
             await service.close()
             await self.network.detach(sandbox_id)
-        await asyncio.to_thread(self.files.remove, sandbox_id)
+        await asyncio.to_thread(self._remove_files, sandbox_id)
 
     async def shutdown(self) -> None:
         await self.checkpoint_all()  # what is left could not be checkpointed: end it as before

@@ -29,16 +29,16 @@ from .model.spec import execution_changed, normalize_spec
 from .ports import Clock, ExitStatus, Launch, ProcessRunner, SandboxIsolation, TerminalSize
 from .reconciler import Reconciler
 from .retention import Retention
-from .supervisor import SessionSupervisor
+from .sandbox_store import SandboxStore
 
 
 class SandboxService:
-    def __init__(self, *, sandbox_id: str, supervisor: SessionSupervisor, pipeline: CommitPipeline,
+    def __init__(self, *, sandbox_id: str, store: SandboxStore, pipeline: CommitPipeline,
                  hub: Hub, pipe_runner: ProcessRunner, pty_runner: ProcessRunner,
                  runtime: SandboxIsolation, workspace: str, clock: Clock,
                  new_uuid_hex: Callable[[], str], sandbox_env: dict[str, str], base_env: dict[str, str]):
         self.sandbox_id = sandbox_id
-        self.supervisor = supervisor
+        self.store = store
         self.pipeline = pipeline
         self.hub = hub
         self.pipe_runner = pipe_runner
@@ -53,9 +53,9 @@ class SandboxService:
         self.reconciler = Reconciler(self)
         self.contexts = SandboxContexts(self)  # ended with the runtime: reconciler.kill_everything
         self.expiry = ExpirySweep(self)  # started by the manager once the runtime is active
-        self.retention = Retention(supervisor, pipeline, clock)  # started by the manager too
-        supervisor.on_commit = self.retention.on_commit
-        self.journal = SessionJournal(supervisor, hub, self.retention, self.session)
+        self.retention = Retention(store, pipeline, clock)  # started by the manager too
+        store.on_commit = self.retention.on_commit
+        self.journal = SessionJournal(store, hub, self.retention, self.session)
         self.io = SessionIO(self)  # input, signals, resize (typed: api/commands.py parses the wire)
         self.create_lock = asyncio.Lock()
         self.creating: dict[str, asyncio.Event] = {}  # session id -> set once its create is done
@@ -82,14 +82,14 @@ class SandboxService:
     async def close(self) -> None:
         """Close the store. Nothing more is staged for it; it is closed on the writer thread,
         after any store work queued there (closing a connection another thread uses can crash)."""
-        self.supervisor.released = True
-        self.pipeline.faults.forget(self.supervisor)
-        await self.pipeline.run_in_writer(self.supervisor.close)
+        self.store.released = True
+        self.pipeline.faults.forget(self.store)
+        await self.pipeline.run_in_writer(self.store.close)
 
     # ---- context for the reconciler -------------------------------------------------------
     @property
     def generation(self) -> int:
-        return self.supervisor.sandbox.runtime_generation
+        return self.store.sandbox.runtime_generation
 
     def new_attempt_id(self) -> str:
         return attempt_id_from(self.new_uuid_hex())
@@ -112,26 +112,26 @@ class SandboxService:
 
     # ---- queries ---------------------------------------------------------------------------
     def session(self, session_id: str) -> Session:
-        session = self.supervisor.sessions.get(session_id)
+        session = self.store.sessions.get(session_id)
         if session is None or session_id in self.deleting:
             raise SessionNotFoundError()
         return session
 
     def list_sessions(self) -> list[Session]:
-        return sorted(self.supervisor.sessions.values(), key=lambda s: (s.created_ns, s.id))
+        return sorted(self.store.sessions.values(), key=lambda s: (s.created_ns, s.id))
 
     # ---- lifecycle commands -----------------------------------------------------------------
     async def create_session(self, raw_spec, idempotency_key: str) -> tuple[Session, bool]:
         spec = normalize_spec(raw_spec)
         key = rq.bounded_key(idempotency_key, "Idempotency-Key")
-        self.pipeline.check_writable(self.supervisor)
+        self.pipeline.check_writable(self.store)
         # The lock covers the key check and the adoption only: starts and commits of
         # concurrent creates overlap (one commit tick serves them all), while a replay of
         # a key still being created waits for that create to finish before answering.
         async with self.create_lock:  # concurrent creates with one key yield one session
-            existing_id = self.supervisor.creation_keys.get(key) if key else None
+            existing_id = self.store.creation_keys.get(key) if key else None
             if existing_id is not None:
-                existing = self.supervisor.sessions.get(existing_id)
+                existing = self.store.sessions.get(existing_id)
                 if existing is None or existing_id in self.deleting:
                     raise SessionExistsError(key, existing_id, "(deleted)")
                 if existing.spec != spec:
@@ -141,9 +141,9 @@ class SandboxService:
                 session_id = session_id_from(self.new_uuid_hex())
                 session = Session.create(session_id, self.sandbox_id, spec, key, self.generation,
                                          self.clock.now_ns())
-                self.supervisor.adopt(session)
-                self.supervisor.committed_seq[session_id] = 0
-                self.pipeline.stage(self.supervisor, session)
+                self.store.adopt(session)
+                self.store.committed_seq[session_id] = 0
+                self.pipeline.stage(self.store, session)
                 self.creating[session_id] = asyncio.Event()
         if existing_id is not None:
             if in_flight is not None:
@@ -154,7 +154,7 @@ class SandboxService:
                 if session.desired_state == "running":
                     # A start failure is recorded on the attempt; create still answers 201.
                     await self.reconciler.start_attempt(session, "created")
-                await self.pipeline.flush(self.supervisor)
+                await self.pipeline.flush(self.store)
         finally:
             self.creating.pop(session_id).set()
         return session, True
@@ -162,7 +162,7 @@ class SandboxService:
     async def update_session(self, session_id: str, raw_spec) -> Session:
         spec = normalize_spec(raw_spec)  # validation before lookup (contract §1.4)
         self.session(session_id)
-        self.pipeline.check_writable(self.supervisor)
+        self.pipeline.check_writable(self.store)
         async with self.lifecycle_lock(session_id):
             session = self.session(session_id)  # a delete may have finished while we waited
             old_spec = session.spec
@@ -182,7 +182,7 @@ class SandboxService:
 
     async def _committed(self, start_failure: Exception | None) -> None:
         """The durability point of a lifecycle call; a failed start is then a 500 (contract §1.4-§1.7)."""
-        await self.pipeline.flush(self.supervisor)
+        await self.pipeline.flush(self.store)
         if start_failure is not None:
             raise OperationFailedError(str(start_failure))
 
@@ -190,7 +190,7 @@ class SandboxService:
         state = rq.parse_desired_state(body)  # before lookup (contract §1.6)
         self.session(session_id)
         if state == "running":  # a stop acts even on a full disk, then waits like any write
-            self.pipeline.check_writable(self.supervisor)
+            self.pipeline.check_writable(self.store)
         async with self.lifecycle_lock(session_id):
             session = self.session(session_id)
             self.reconciler.record(session, session.set_desired_state, state, self.clock.now_ns())
@@ -207,7 +207,7 @@ class SandboxService:
     async def create_attempt(self, session_id: str, body: dict) -> Session:
         self.session(session_id)
         replace = rq.parse_replace_current(body)
-        self.pipeline.check_writable(self.supervisor)
+        self.pipeline.check_writable(self.store)
         async with self.lifecycle_lock(session_id):
             session = self.session(session_id)
             if session.has_live_attempt:
@@ -221,7 +221,7 @@ class SandboxService:
     async def expire_session(self, session_id: str) -> bool:
         """Contract §6.14: one session.expired, desired state stopped, then the stop (session_expired)."""
         async with self.lifecycle_lock(session_id):
-            session = self.supervisor.sessions.get(session_id)
+            session = self.store.sessions.get(session_id)
             if session is None or session_id in self.deleting:
                 return False
             now = self.clock.now_ns()
@@ -232,7 +232,7 @@ class SandboxService:
             self.reconciler.cancel_timer(session_id)
             if session.has_live_attempt:
                 await self.reconciler.stop_attempt(session, "session_expired")
-            await self.pipeline.flush(self.supervisor)
+            await self.pipeline.flush(self.store)
         return True
 
     async def delete_session(self, session_id: str) -> None:
@@ -244,14 +244,14 @@ class SandboxService:
                 self.reconciler.cancel_timer(session_id)
                 if session.has_live_attempt:
                     await self.reconciler.stop_attempt(session, "session_deleted")
-                await self.pipeline.flush(self.supervisor)
+                await self.pipeline.flush(self.store)
             except BaseException:
                 self.deleting.discard(session_id)
                 raise
             self.hub.close_session(session_id, "deleted")
             self.pipeline.drop(session)
-            self.supervisor.forget(session)
+            self.store.forget(session)
             self.retention.forget(session_id)
             self.deleting.discard(session_id)
         self._lifecycle_locks.pop(session_id, None)
-        await asyncio.to_thread(self.supervisor.delete_journal, session_id)
+        await asyncio.to_thread(self.store.delete_journal, session_id)

@@ -47,14 +47,14 @@ class SessionIO:
             # Bounded in bytes too; one input larger than the bound is taken when nothing waits.
             if live.queued_bytes and live.queued_bytes + len(request.data) > INPUT_QUEUE_BYTES:
                 raise InputBufferFullError()
-            self.service.pipeline.check_writable(self.service.supervisor)  # 507 before the process sees a byte
+            self.service.pipeline.check_writable(self.service.store)  # 507 before the process sees a byte
             if live.eof_queued and request.data:
                 raise OperationFailedError("process not running")
             close_done = self.service.reconciler.queue_input(live, request.data, request.eof)
             self.service.reconciler.record(session, session.accept_input, request.input_id,
                                            digest_of(attempt_id), self.service.clock.now_ns(),
                                            len(request.data), request.eof)
-            await self.service.pipeline.flush(self.service.supervisor)
+            await self.service.pipeline.flush(self.service.store)
             if close_done is not None:
                 await _wait_close(close_done, live)
         return _input_reply(request.input_id, attempt_id, False)
@@ -80,19 +80,19 @@ class SessionIO:
         live.handle.send_signal(signum)
         self.service.reconciler.record(session, session.record_signal, signum, signal_description(signum),
                                        self.service.clock.now_ns())
-        await self.service.pipeline.flush(self.service.supervisor)
+        await self.service.pipeline.flush(self.service.store)
 
     async def resize(self, session_id: str, body: dict) -> None:
         rows, cols, expected = rq.parse_resize(body)  # before lookup (contract §1.10)
         session = self.service.session(session_id)
         session.check_resize(expected)
-        self.service.pipeline.check_writable(self.service.supervisor)
+        self.service.pipeline.check_writable(self.service.store)
         live = self.service.reconciler.live.get(session_id)
         if live is None or live.handle is None:
             raise OperationFailedError("process not running")
         live.handle.resize(rows, cols)
         self.service.reconciler.record(session, session.record_resize, rows, cols, self.service.clock.now_ns())
-        await self.service.pipeline.flush(self.service.supervisor)
+        await self.service.pipeline.flush(self.service.store)
 
 
 def _input_reply(input_id: str, attempt_id: str, duplicate: bool) -> dict:

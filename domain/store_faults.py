@@ -1,6 +1,6 @@
 """What the write path knows about stores that refuse writes (D4, issue 10).
 
-One ``AppBatch`` is what one store owes in one tick. When the writer cannot commit it
+One ``StoreBatch`` is what one store owes in one tick. When the writer cannot commit it
 (disk full, read-only, I/O error) the batch is *held*: kept whole and in order, with
 whatever the loop stages for that store meanwhile appended behind it, and offered
 again at its retry time. Nothing is skipped, so a restart after a full disk finds a
@@ -9,22 +9,21 @@ paused while it is held. Other stores never wait for it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .model.errors import InsufficientStorageError, StoreUnavailableError, UnencodableEventError
 
 if TYPE_CHECKING:
-    from .supervisor import SessionSupervisor
+    from .sandbox_store import SandboxStore
 
 
-class AppBatch:
+class StoreBatch:
     """The events and snapshots one store owes, with who staged them, in commit order."""
 
-    __slots__ = ("app", "events", "snapshots", "committed", "output")
+    __slots__ = ("store", "events", "snapshots", "committed", "output")
 
-    def __init__(self, app: SessionSupervisor) -> None:
-        self.app = app
+    def __init__(self, store: SandboxStore) -> None:
+        self.store = store
         self.events: list = []
         self.snapshots: list = []
         self.committed: list[tuple[object, list]] = []  # (aggregate, its events)
@@ -38,22 +37,12 @@ class AppBatch:
         if output_bytes:
             self.output[id(aggregate)] = self.output.get(id(aggregate), 0) + output_bytes
 
-    def extend(self, later: "AppBatch") -> None:
+    def extend(self, later: "StoreBatch") -> None:
         self.events.extend(later.events)
         self.snapshots.extend(later.snapshots)
         self.committed.extend(later.committed)
         for key, size in later.output.items():
             self.output[key] = self.output.get(key, 0) + size
-
-
-@dataclass
-class AppOutcome:
-    """The writer's answer for one store: committed, held (store_error), or committed
-    except the aggregates in ``rolled_back`` (id -> stored copy, None if never stored)."""
-
-    store_error: BaseException | None = None
-    rolled_back: dict = field(default_factory=dict)
-    poison_error: BaseException | None = None
 
 
 def unencodable() -> UnencodableEventError:
@@ -74,10 +63,10 @@ class StoreFaults:
 
     def __init__(self) -> None:
         self._errors: dict[object, BaseException] = {}
-        self._held: dict[object, tuple[AppBatch, float]] = {}
+        self._held: dict[object, tuple[StoreBatch, float]] = {}
 
-    def __contains__(self, app) -> bool:
-        return app in self._errors
+    def __contains__(self, store) -> bool:
+        return store in self._errors
 
     def __bool__(self) -> bool:
         return bool(self._errors)
@@ -86,48 +75,48 @@ class StoreFaults:
     def held(self) -> bool:
         return bool(self._held)
 
-    def error(self, app) -> BaseException:
-        return self._errors[app]
+    def error(self, store) -> BaseException:
+        return self._errors[store]
 
-    def check(self, app) -> None:
-        error = self._errors.get(app)
+    def check(self, store) -> None:
+        error = self._errors.get(store)
         if error is not None:
             raise type(error)(error.message)
 
     def reasons(self) -> dict[str, str]:
         """Sandbox id -> why its store cannot write (for /healthz)."""
         out = {}
-        for app, error in self._errors.items():
-            sandbox = getattr(app, "sandbox", None)
+        for store, error in self._errors.items():
+            sandbox = getattr(store, "sandbox", None)
             out[getattr(sandbox, "id", "?")] = getattr(error, "message", str(error))
         return out
 
-    def hold(self, batch: AppBatch, error: BaseException, retry_at: float) -> None:
-        self._errors[batch.app] = error
-        self._held[batch.app] = (batch, retry_at)
+    def hold(self, batch: StoreBatch, error: BaseException, retry_at: float) -> None:
+        self._errors[batch.store] = error
+        self._held[batch.store] = (batch, retry_at)
 
-    def clear(self, app) -> None:
-        self._errors.pop(app, None)
+    def clear(self, store) -> None:
+        self._errors.pop(store, None)
 
-    def forget(self, app) -> None:
+    def forget(self, store) -> None:
         """The store is gone (sandbox deleted): what it owed can never be written."""
-        self._errors.pop(app, None)
-        self._held.pop(app, None)
+        self._errors.pop(store, None)
+        self._held.pop(store, None)
 
     def merge_backlogs(self, batches: dict, now: float) -> set:
         """Put each held batch in front of what its store owes now; a store whose retry is
         due goes into this tick, the others stay held. Returns the stores still held."""
         held = set()
-        for app, (backlog, retry_at) in list(self._held.items()):
-            later = batches.pop(app, None)
+        for store, (backlog, retry_at) in list(self._held.items()):
+            later = batches.pop(store, None)
             if later is not None:
                 backlog.extend(later)
-            if now >= retry_at or getattr(app, "released", False):  # released: dropped by the tick
-                del self._held[app]
-                batches[app] = backlog
+            if now >= retry_at or getattr(store, "released", False):  # released: dropped by the tick
+                del self._held[store]
+                batches[store] = backlog
             else:
-                self._held[app] = (backlog, retry_at)
-                held.add(app)
+                self._held[store] = (backlog, retry_at)
+                held.add(store)
         return held
 
     def next_retry(self, now: float) -> float:

@@ -17,9 +17,10 @@ from session_supervisor.domain.commits import CommitPipeline
 from session_supervisor.domain.hub import Hub
 from session_supervisor.domain.networks import NoNetworks
 from session_supervisor.domain.sandboxes import SandboxManager
-from session_supervisor.domain.supervisor import live_record
+from session_supervisor.domain.sandbox_store import live_entry
 
 from .checkpoint import Checkpoints
+from .event_store import SqliteJournals
 from .clock import SystemClock
 from .pipe_runner import PipeRunner
 from .pty_runner import PtyRunner
@@ -74,7 +75,7 @@ class Container:
         base_env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin")
         dirs = self.dirs = SandboxDirectories(self.settings.data_dir)
         self.manager = SandboxManager(
-            files=dirs, pipeline=self.pipeline, hub=self.hub, checkpoints=Checkpoints(dirs),
+            files=dirs, journals=SqliteJournals(dirs.state_dir, dirs.root), pipeline=self.pipeline, hub=self.hub, checkpoints=Checkpoints(dirs),
             pipe_runner=self.pipe_runner or PipeRunner(), pty_runner=self.pty_runner or PtyRunner(),
             runtime=self.runtime, clock=self.clock,
             new_uuid_hex=self.new_uuid_hex or (lambda: uuid.uuid4().hex), base_env=base_env,
@@ -93,17 +94,16 @@ class Container:
         owner = (owned.st_uid, owned.st_gid) if owned.st_uid != os.geteuid() else None
         return ConfinedFS(areas, owner)
 
-    def _on_committed(self, supervisor, aggregate, events: list) -> None:
-        sessions = supervisor.sessions
-        if aggregate.id not in sessions:
+    def _on_committed(self, store, aggregate, events: list) -> None:
+        if aggregate.id not in store.sessions:
             return
-        supervisor.committed_seq[aggregate.id] = events[-1].originator_version
+        store.committed_seq[aggregate.id] = events[-1].originator_version
         for observer in self.observers:
             observer.committed(events)
         if self.hub.has_subscribers(aggregate.id):
-            self.hub.publish(aggregate.id, [live_record(aggregate.id, event) for event in events])
-        if supervisor.on_commit is not None:
-            supervisor.on_commit(aggregate)
+            self.hub.publish(aggregate.id, [live_entry(aggregate.id, event) for event in events])
+        if store.on_commit is not None:
+            store.on_commit(aggregate)
 
     def _on_tick(self, seconds: float) -> None:
         for observer in self.observers:

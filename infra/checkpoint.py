@@ -2,35 +2,23 @@
 
 After ``seal`` the store on the sandbox's rootfs is one complete SQLite file: the library's
 connections are closed, the WAL is checkpointed into the main file and truncated, and only the
-latest snapshot of each aggregate is kept (D2). The manifest ``state/checkpoint.json.zst`` is
+latest snapshot of each aggregate is kept (D2; ``event_store.SqliteJournal.seal``). The manifest ``state/checkpoint.json.zst`` is
 zstd-compressed JSON written atomically (temp file, fsync, rename, fsync of the directory, as
 Go's ``writeFileAtomic``), so a reader sees either the previous manifest or the new one.
 """
 from __future__ import annotations
 
 import os
-import sqlite3
 from pathlib import Path
 
 import orjson
 import zstandard
 
 from .codec import compress, decompress
-from .event_store import DB_NAME
+from .sqlite_factory import DB_NAME
 from .sandbox_dirs import SandboxDirectories
 
 MANIFEST_NAME = "checkpoint.json.zst"
-
-# Older snapshots are dead weight: loading only ever reads the newest one per aggregate.
-PRUNE_SNAPSHOTS = (
-    "DELETE FROM stored_snapshots WHERE EXISTS (SELECT 1 FROM stored_snapshots AS newer "
-    "WHERE newer.originator_id = stored_snapshots.originator_id "
-    "AND newer.originator_version > stored_snapshots.originator_version)")
-
-
-class StoreStillInUseError(OSError):
-    pass
-
 
 class Checkpoints:
     def __init__(self, dirs: SandboxDirectories) -> None:
@@ -40,17 +28,10 @@ class Checkpoints:
         return self.dirs.state_dir(sandbox_id)
 
     # ---- the store ------------------------------------------------------------------------
-    def seal(self, sandbox_id: str, supervisor) -> None:
-        """Close the application, then fold the WAL into the main file (sync: run in a thread)."""
-        supervisor.close()
-        connection = sqlite3.connect(self._state(sandbox_id) / DB_NAME, isolation_level=None)
-        try:
-            connection.execute(PRUNE_SNAPSHOTS)
-            busy, _log_frames, _done = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            if busy:
-                raise StoreStillInUseError(f"store of {sandbox_id} is still open elsewhere")
-        finally:
-            connection.close()
+    def seal(self, sandbox_id: str, store) -> None:
+        """Close the sandbox's journal, complete and compacted on its rootfs (sync: run in a
+        thread, or on the writer thread after every commit)."""
+        store.journal.seal()
 
     def wal_bytes(self, sandbox_id: str) -> int:
         """Size of the write-ahead log (0 or absent once sealed)."""

@@ -10,9 +10,6 @@ import os
 import shutil
 from pathlib import Path
 
-from session_supervisor.domain.supervisor import SessionSupervisor
-
-from .event_store import DB_NAME, store_env
 
 
 class SandboxDirectories:
@@ -34,12 +31,6 @@ class SandboxDirectories:
         (self.path(sandbox_id) / "tmp").mkdir(mode=0o1777)  # the sandbox's /tmp under bwrap
         (self.path(sandbox_id) / "tmp").chmod(0o1777)  # mkdir's mode is cut by the umask
         self.state_dir(sandbox_id).mkdir(mode=0o700)
-
-    def list_ids(self) -> list[str]:
-        return sorted(p.name for p in self.root.iterdir() if (p / "state" / DB_NAME).exists())
-
-    def open_store(self, sandbox_id: str) -> SessionSupervisor:
-        return SessionSupervisor(env=store_env(self.state_dir(sandbox_id)))
 
     def usage(self, sandbox_id: str) -> dict[str, int]:
         """Disk the workspace takes (allocated blocks, links not followed): no quota, a report."""

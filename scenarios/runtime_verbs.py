@@ -43,7 +43,7 @@ def _remember_live_pids(world: World) -> list[int]:
     service = world.manager.services.get(world.sandbox_id)
     if service is None:
         return []
-    pids = [s.attempt["pid"] for s in service.supervisor.sessions.values()
+    pids = [s.attempt["pid"] for s in service.store.sessions.values()
             if s.attempt and "pid" in s.attempt and "finished_ns" not in s.attempt]
     world.retired.extend(pids)
     return pids
@@ -164,7 +164,7 @@ def _released_pids(world: World) -> list[int]:
         known |= {process.pid for process in world.runner.processes}
     service = world.manager.services.get(world.sandbox_id)
     live = set() if service is None else {
-        s.attempt["pid"] for s in service.supervisor.sessions.values()
+        s.attempt["pid"] for s in service.store.sessions.values()
         if s.attempt and "pid" in s.attempt and "finished_ns" not in s.attempt}
     return sorted(known - live)
 

@@ -132,7 +132,7 @@ class World:
         # stores closed (closing a connection the writer is using can crash the process).
         await asyncio.to_thread(container.writer.close)
         for service in container.manager.services.values():
-            await asyncio.to_thread(service.supervisor.close)
+            await asyncio.to_thread(service.store.close)
 
     async def close(self) -> None:
         for call in self.calls:
@@ -173,7 +173,7 @@ class World:
     def _note_pids(self) -> None:
         # A pid is public only while its process lives; remember it for later expectations.
         for service in self.manager.services.values():
-            for session_id, session in service.supervisor.sessions.items():
+            for session_id, session in service.store.sessions.items():
                 attempt = session.attempt
                 if attempt and "pid" in attempt and "finished_ns" not in attempt:
                     self._pids[session_id] = attempt["pid"]
@@ -209,7 +209,7 @@ class World:
             stable = stable + 1 if self._signature() == before else 0
             if stable >= 2:
                 return
-        raise AssertionError("the world never settled (a busy loop in the supervisor?)")
+        raise AssertionError("the world never settled (a busy loop in the service?)")
 
     def _lifecycle_busy(self) -> bool:
         # A pause or resume (e.g. started by the ttl sweep) waits on the writer thread, not the clock.
@@ -220,9 +220,9 @@ class World:
         sessions = []
         if self.container is not None and self.container.manager is not None:
             for service in self.manager.services.values():
-                committed = service.supervisor.committed_seq
+                committed = service.store.committed_seq
                 sessions.extend((sid, s.version, committed.get(sid), s.phase)
-                                for sid, s in service.supervisor.sessions.items())
+                                for sid, s in service.store.sessions.items())
         processes = tuple((p.pid, p.alive, len(p.signals)) for p in self.runner.processes)
         calls = tuple(c.task.done() for c in self.calls)
         return tuple(sessions), processes, calls, tuple(self.clock.pending()), self._executor.in_flight

@@ -26,7 +26,7 @@ def P(name: str) -> str:
 FORBIDDEN = {
     P("domain.model"): (P("infra"), P("api"), "sanic", "asyncio", "os", "time", "random", "ptyprocess",
                         "zstandard", "orjson", "eventsourcing.application", "eventsourcing.persistence",
-                        "eventsourcing.sqlite", P("domain.supervisor"), P("domain.service"),
+                        "eventsourcing.sqlite", P("domain.sandbox_store"), P("domain.service"),
                         P("domain.reconciler")),
     P("domain"): (P("infra"), P("api"), P("client"), "sanic", "ptyprocess", "zstandard", "orjson"),
     P("infra"): (P("api"), P("client"), "sanic"),

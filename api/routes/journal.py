@@ -71,14 +71,14 @@ async def stream_events(request: Request, sandbox_id: str, session_id: str):
         await response.send(heartbeat_frame(last))
         while True:
             batch = await subscriber.next_batch(HEARTBEAT_S)
-            fresh = [r for r in batch if r["seq"] > last]
+            fresh = [entry.record() for entry in batch if entry.seq > last]
             if fresh:
                 await send_frames(response, fresh)
                 last = fresh[-1]["seq"]
             elif subscriber.closed_reason:
                 break
             elif not batch:
-                await response.send(heartbeat_frame(svc.supervisor.committed_seq.get(session_id, last)))
+                await response.send(heartbeat_frame(svc.store.committed_seq.get(session_id, last)))
         await response.eof()
     finally:
         svc.hub.unsubscribe(subscriber)

@@ -177,10 +177,10 @@ async def _replay(ws, svc, session_id: str, after: int, upto: int) -> int:
 async def _send_live(ws, subscriber, last: int) -> None:
     while True:
         batch = await subscriber.next_batch()
-        for record in batch:
-            if record["seq"] > last:
-                await ws.send(event_frame(record))
-                last = record["seq"]
+        for entry in batch:
+            if entry.seq > last:
+                await ws.send(event_frame(entry.record()))
+                last = entry.seq
         if not batch and subscriber.closed_reason:
             return
 

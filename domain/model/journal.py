@@ -6,11 +6,13 @@ It works on decoded stored state (a dict) so journal pages never build domain ob
 from __future__ import annotations
 
 from binascii import b2a_base64
+from datetime import datetime
 from typing import Any
 
 from . import events as ev
 from .policies import go_duration
 from .signals import signal_short_name
+from .timefmt import rfc3339
 
 PUBLIC_TYPE: dict[str, str] = {
     ev.Created.TOPIC: "session.created",
@@ -85,6 +87,32 @@ def public_record(session_id: str, seq: int, topic: str, state: dict, occurred_a
     return record
 
 
-def logical_size(record_json: bytes) -> int:
-    """Contract §6.12: an event's logical size is its JSON length plus one (a JSONL line)."""
-    return len(record_json) + 1
+class JournalEntry:
+    """A committed event on its way to live subscribers (the hub): its fields as stored, bytes
+    as bytes. It is rendered to the public record only by a sender that needs it (SSE, the
+    WebSocket), once however many subscribers share it; AeroLVM attach sends the raw bytes."""
+
+    __slots__ = ("seq", "session_id", "topic", "state", "_at", "_record")
+
+    def __init__(self, seq: int, session_id: str, topic: str, state: dict, at: datetime | int) -> None:
+        self.seq = seq
+        self.session_id = session_id
+        self.topic = topic
+        self.state = state
+        self._at = at  # a datetime (live events) or integer nanoseconds
+        self._record: dict[str, Any] | None = None
+
+    @property
+    def output(self) -> bytes | None:
+        """The bytes of an ``output`` event, else None."""
+        return self.state["data"] if self.topic == OUTPUT_TOPIC else None
+
+    @property
+    def size(self) -> int:
+        """What it holds in a subscriber's buffer: the bytes of an output event."""
+        return len(self.state["data"]) if self.topic == OUTPUT_TOPIC else 0
+
+    def record(self) -> dict[str, Any]:
+        if self._record is None:
+            self._record = public_record(self.session_id, self.seq, self.topic, self.state, rfc3339(self._at))
+        return self._record

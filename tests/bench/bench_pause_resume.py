@@ -57,7 +57,7 @@ async def resume_with_journal(events: int) -> float:
             for start in range(0, events, 1000):  # batches: one aggregate never holds 100k pending
                 for _ in range(min(1000, events - start)):
                     session.record_output("stdout", b"x" * 64, manager.clock.now_ns())
-                service.pipeline.stage(service.supervisor, session)
+                service.pipeline.stage(service.store, session)
                 await service.pipeline.flush()
             await manager.pause(sandbox.id)
             t = time.perf_counter()

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import orjson
 
-from session_supervisor.domain.supervisor import SessionSupervisor
-from session_supervisor.infra.event_store import store_env
+from session_supervisor.domain.sandbox_store import SandboxStore
+from session_supervisor.infra.event_store import SqliteJournal
 from tests.helpers import TOKEN, spath
 
 from .common import MIB, BenchServer, Report
@@ -35,7 +35,7 @@ def sqlite_floor(path: Path, session_id: str) -> tuple[float, int]:
 
 
 def in_process(data_dir: Path, sandbox_id: str, session_id: str, latest: int) -> tuple[float, int]:
-    app = SessionSupervisor(env=store_env(data_dir / "sandboxes" / sandbox_id / "state"))
+    app = SandboxStore(SqliteJournal(data_dir / "sandboxes" / sandbox_id / "state"))
     started = time.perf_counter()
     after, count = 0, 0
     while after < latest:

@@ -17,6 +17,7 @@ from session_supervisor.domain.model.sandbox import Sandbox
 from session_supervisor.domain.model.session import Session
 from session_supervisor.domain.model.spec import normalize_spec
 from session_supervisor.domain.retention import SNAPSHOT_EVENTS, take_snapshot
+from session_supervisor.infra.event_store import SqliteJournal
 from session_supervisor.infra.sandbox_dirs import SandboxDirectories
 
 SAVE_EVERY = 250  # events per save (collect_events() is quadratic in pending events)
@@ -28,9 +29,9 @@ def build(data_dir: Path, sessions: int, events: int, payload: int, snapshots: b
     dirs = SandboxDirectories(data_dir)
     sandbox_id = sandbox_id_from(uuid.uuid4().hex)
     dirs.create(sandbox_id)
-    app = dirs.open_store(sandbox_id)
+    journal = SqliteJournal(dirs.state_dir(sandbox_id))
     now = time.time_ns() - 3600 * 10**9
-    app.save(Sandbox.claim(sandbox_id, "default", {}, now))
+    save(journal, Sandbox.claim(sandbox_id, "default", {}, now))
     spec = {"command": ["true"]}
     if max_bytes:
         spec["event_retention"] = {"max_bytes": max_bytes}
@@ -49,18 +50,26 @@ def build(data_dir: Path, sessions: int, events: int, payload: int, snapshots: b
                 now += 1000
                 session.record_output("stdout", data, now)
                 if (i + 1) % SAVE_EVERY == 0:
-                    app.save(session)
+                    save(journal, session)
                     if snapshots and session.version - snapped >= SNAPSHOT_EVENTS:
-                        app.snapshots.put([take_snapshot(session)])
+                        save(journal, snapshot=take_snapshot(session))
                         snapped = session.version
             session.record_exit(0, None, now)
-            app.save(session)
+            save(journal, session)
             if snapshots and session.version - snapped >= SNAPSHOT_EVENTS:
-                app.snapshots.put([take_snapshot(session)])
+                save(journal, snapshot=take_snapshot(session))
             ids.append(session_id)
     finally:
-        app.close()
+        journal.close()
     return sandbox_id, ids
+
+
+def save(journal: SqliteJournal, aggregate=None, snapshot=None) -> None:
+    """What the writer thread does with a tick: the store's own commit."""
+    outcome = journal.commit(aggregate.collect_events() if aggregate is not None else [],
+                             [snapshot] if snapshot is not None else [])
+    if outcome.store_error is not None or outcome.rolled_back:
+        raise RuntimeError(f"journal refused the commit: {outcome}")
 
 
 def store_path(data_dir: Path, sandbox_id: str) -> Path:

@@ -16,8 +16,8 @@ from session_supervisor.domain.commits import CommitPipeline
 from session_supervisor.domain.model.errors import UnencodableEventError
 from session_supervisor.domain.model.session import Session
 from session_supervisor.domain.model.spec import normalize_spec
-from session_supervisor.domain.supervisor import SessionSupervisor
-from session_supervisor.infra.event_store import store_env
+from session_supervisor.domain.sandbox_store import SandboxStore
+from session_supervisor.infra.event_store import SqliteJournal
 from session_supervisor.infra.writer import WriterThread
 
 TOO_BIG = 2**70  # orjson refuses integers beyond 64 bits
@@ -30,14 +30,14 @@ def run(coro_fn):
     return asyncio.run(bounded())
 
 
-def new_session(supervisor: SessionSupervisor, session_id: str) -> Session:
+def new_session(store: SandboxStore, session_id: str) -> Session:
     session = Session.create(session_id, "sb-test", normalize_spec({"command": ["cat"]}), "", 1, time.time_ns())
-    supervisor.adopt(session)
+    store.adopt(session)
     return session
 
 
-def stored_versions(supervisor: SessionSupervisor, session_id: str) -> list[int]:
-    return [e.originator_version for e in supervisor.recorder.select_events(session_id)]
+def stored_versions(store: SandboxStore, session_id: str) -> list[int]:
+    return [row.seq for row in store.journal.read_rows(session_id, 0, 10**9, 10**6)]
 
 
 def test_an_unencodable_event_fails_its_own_batch_only_and_the_next_event_takes_the_next_stored_seq(tmp_path):
@@ -46,8 +46,8 @@ def test_an_unencodable_event_fails_its_own_batch_only_and_the_next_event_takes_
         published = []
         pipeline = CommitPipeline(writer, time.time_ns, lambda app, agg, evs: published.append(
             (agg.id, [e.originator_version for e in evs])))
-        poisoned_store = SessionSupervisor(env=store_env(tmp_path / "a"))
-        other_store = SessionSupervisor(env=store_env(tmp_path / "b"))
+        poisoned_store = SandboxStore(SqliteJournal(tmp_path / "a"))
+        other_store = SandboxStore(SqliteJournal(tmp_path / "b"))
         try:
             victim = new_session(poisoned_store, "ses-victim")
             neighbour = new_session(poisoned_store, "ses-neighbour")
@@ -87,7 +87,7 @@ def test_a_session_whose_creation_cannot_be_encoded_is_forgotten_not_half_stored
     async def story():
         writer = WriterThread(asyncio.get_running_loop())
         pipeline = CommitPipeline(writer, time.time_ns, lambda *_: None)
-        store = SessionSupervisor(env=store_env(tmp_path / "a"))
+        store = SandboxStore(SqliteJournal(tmp_path / "a"))
         try:
             session = Session.create("ses-bad", "sb-test", {**normalize_spec({"command": ["cat"]}),
                                                             "name": "\udcff"}, "", 1, time.time_ns())

@@ -128,10 +128,10 @@ def test_restart_count_survives_a_server_restart(tmp_path):
 def test_delete_removes_the_stored_journal(tmp_path):
     async def body(world):
         session = await create(world, "a")
-        supervisor = world.service.supervisor
-        assert await asyncio.to_thread(supervisor.read_records, session.id, 0, 10**6, 1000)
+        store = world.service.store
+        assert await asyncio.to_thread(store.read_records, session.id, 0, 10**6, 1000)
         await world.service.delete_session(session.id)
-        assert await asyncio.to_thread(supervisor.read_records, session.id, 0, 10**6, 1000) == []
+        assert await asyncio.to_thread(store.read_records, session.id, 0, 10**6, 1000) == []
         with pytest.raises(SessionNotFoundError):
             world.service.session(session.id)
     in_world(tmp_path, body)

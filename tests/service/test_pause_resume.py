@@ -72,7 +72,7 @@ async def new_sandbox(manager, sessions: int):
 
 
 def pids_of(manager, sandbox_id: str, ids) -> list[int]:
-    sessions = manager.service_for(sandbox_id).supervisor.sessions
+    sessions = manager.service_for(sandbox_id).store.sessions
     return [sessions[sid].attempt["pid"] for sid in ids]
 
 
@@ -94,12 +94,12 @@ def test_a_hundred_pause_resume_cycles_of_twenty_sessions_keep_every_attempt_and
                 await manager.resume(sb)
                 resume_s.append(time.perf_counter() - started_at)
             assert manager.sandbox(sb).runtime_generation == cycles + 1
-            supervisor = manager.service_for(sb).supervisor
+            store = manager.service_for(sb).store
             for sid in ids:
-                records = await asyncio.to_thread(supervisor.read_records, sid, 0,
-                                                  supervisor.committed_seq[sid], 10**6, True)
+                records = await asyncio.to_thread(store.read_records, sid, 0,
+                                                  store.committed_seq[sid], 10**6, True)
                 assert_complete_history(records, cycles)
-                assert [a["number"] for a in supervisor.sessions[sid].attempts] == list(range(1, cycles + 2))
+                assert [a["number"] for a in store.sessions[sid].attempts] == list(range(1, cycles + 2))
             every_pid.extend(pids_of(manager, sb, ids))
             await manager.delete(sb)
         assert [pid for pid in every_pid if not gone(pid)] == []
@@ -164,7 +164,7 @@ def test_a_freeze_that_does_not_commit_is_thawed_on_the_same_attempt(tmp_path):
         async with started(tmp_path) as manager:
             sb, ids = await new_sandbox(manager, 1)
             service = manager.service_for(sb)
-            session = service.supervisor.sessions[ids[0]]
+            session = service.store.sessions[ids[0]]
             pid, attempt = session.attempt["pid"], session.attempt_id
             frozen = lifecycle.freeze(service, manager.clock.now_ns())
             await service.pipeline.flush()
@@ -190,7 +190,7 @@ def test_a_user_paused_sandbox_found_at_start_stays_paused_and_its_old_processes
     async def first():
         async with started(tmp_path) as manager:
             sb, ids = await new_sandbox(manager, 2)
-            attempts = [manager.service_for(sb).supervisor.sessions[sid].attempt for sid in ids]
+            attempts = [manager.service_for(sb).store.sessions[sid].attempt for sid in ids]
             await manager.pause(sb)
             return sb, sorted((a["pid"], a["start_time"]) for a in attempts)
 

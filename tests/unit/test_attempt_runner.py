@@ -11,9 +11,8 @@ from contextlib import asynccontextmanager
 from session_supervisor.domain.commits import CommitPipeline
 from session_supervisor.domain.model.session import Session
 from session_supervisor.domain.model.spec import normalize_spec
-from session_supervisor.domain.ports import ExitStatus, Launch
+from session_supervisor.domain.ports import CommitOutcome, ExitStatus, Launch
 from session_supervisor.domain.reconciler import Reconciler
-from session_supervisor.domain.store_faults import AppOutcome
 from session_supervisor.infra.fakes import FakeClock, ScriptedRunner
 
 
@@ -24,7 +23,7 @@ class InstantSink:
     def submit(self, tick, done) -> None:
         for _app, events, _snapshots in tick:
             self.events.extend(events)
-        asyncio.get_running_loop().call_soon(done, [AppOutcome() for _ in tick])
+        asyncio.get_running_loop().call_soon(done, [CommitOutcome() for _ in tick])
 
     def run_in_writer(self, fn, done) -> None:
         done(fn(), None)
@@ -32,6 +31,7 @@ class InstantSink:
 
 class Store:
     released = False
+    journal = None  # the writer is a fake: nothing reaches a journal store
     sessions: dict = {}
 
 
@@ -58,7 +58,7 @@ class FakeHost:
         self.sink = InstantSink()
         self.clock = FakeClock()
         self.pipeline = CommitPipeline(self.sink, self.clock.now_ns, lambda *_: None)
-        self.supervisor = Store()
+        self.store = Store()
         self.pipe_runner = ScriptedRunner()
         self.pty_runner = ScriptedRunner(first_pid=50_001)
         self.runtime = Isolation()

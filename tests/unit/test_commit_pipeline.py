@@ -10,7 +10,7 @@ import asyncio
 from session_supervisor.domain.commits import CHUNK_BYTES, SESSION_HIGH, CommitPipeline
 from session_supervisor.domain.model.session import Session
 from session_supervisor.domain.model.spec import normalize_spec
-from session_supervisor.domain.store_faults import AppOutcome
+from session_supervisor.domain.ports import CommitOutcome
 
 NOW = 1_700_000_000_000_000_000
 
@@ -29,12 +29,13 @@ class HeldSink:
 
     def commit_next(self) -> list:
         tick, done = self.ticks.pop(0)
-        done([AppOutcome() for _ in tick])
+        done([CommitOutcome() for _ in tick])
         return tick
 
 
 class Store:
     released = False
+    journal = None  # the writer is a fake: nothing reaches a journal store
 
 
 class Reader:

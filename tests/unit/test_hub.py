@@ -4,13 +4,12 @@ from __future__ import annotations
 import asyncio
 
 from session_supervisor.domain.hub import BUFFER_BYTES, BUFFER_EVENTS, Hub
+from session_supervisor.domain.model.journal import OUTPUT_TOPIC, JournalEntry
 
 
-def record(seq: int, data: str = "") -> dict:
-    out = {"seq": seq, "type": "output"}
-    if data:
-        out["data_base64"] = data
-    return out
+def record(seq: int, data: bytes = b"") -> JournalEntry:
+    state = {"stream": "stdout", "data": data, "attempt_id": "att-1", "generation": 1}
+    return JournalEntry(seq, "ses-1", OUTPUT_TOPIC, state, 1_700_000_000_000_000_000)
 
 
 def test_a_subscriber_that_never_reads_is_detached_at_256_events_and_drops_its_buffer():
@@ -27,7 +26,7 @@ def test_a_subscriber_that_never_reads_is_detached_at_256_events_and_drops_its_b
 def test_a_subscriber_holding_too_many_output_bytes_is_detached_before_256_events():
     hub = Hub()
     stalled = hub.subscribe("ses-1")
-    chunk = "A" * (1024 * 1024)
+    chunk = b"A" * (1024 * 1024)  # bytes are counted as bytes: base64 is the renderers' business
     count = BUFFER_BYTES // len(chunk)
     hub.publish("ses-1", [record(i, chunk) for i in range(1, count + 1)])
     assert stalled.closed_reason == ""
@@ -47,7 +46,7 @@ def test_a_slow_subscriber_does_not_affect_a_reading_one_or_another_session():
             hub.publish("ses-2", [record(start)])
             seen += await reader.next_batch(1.0)
         assert stalled.closed_reason == "slow"
-        assert reader.closed_reason == "" and [r["seq"] for r in seen] == list(range(1, 2001))
+        assert reader.closed_reason == "" and [entry.seq for entry in seen] == list(range(1, 2001))
         assert other.closed_reason == "" and len(await other.next_batch(1.0)) == 20
     asyncio.run(scenario())
 

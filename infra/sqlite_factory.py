@@ -1,0 +1,150 @@
+"""The SQLite file of a sandbox's journal and the library's factory, tuned.
+
+The file is created with 64 KiB pages and WAL before the library opens it (ingest-path.md:
+pages matter most), with incremental auto-vacuum so that retention can hand freed pages
+back. Every connection lowers ``wal_autocheckpoint``. The factory adds the SQL the library
+has no API for (retention deletes, vacuum, plain-tuple reads, the aggregate ids).
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from eventsourcing.sqlite import SQLiteFactory
+
+DB_NAME = "journal.sqlite"
+WAL_LIMIT_BYTES = 8 * 1024 * 1024
+
+
+class TunedSQLiteFactory(SQLiteFactory):
+    """The stock factory, with per-connection pragmas the library has no setting for."""
+
+    def __init__(self, env) -> None:
+        super().__init__(env)
+        pool = self.datastore.pool
+        create = pool._create_connection
+
+        def tuned_connection():
+            connection = create()
+            connection._sqlite_conn.execute("PRAGMA wal_autocheckpoint=256")
+            # A WAL file keeps its largest size unless told otherwise: after a flood it would
+            # hold tens of MiB that retention had already freed (issue 10: bound the disk).
+            connection._sqlite_conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
+            return connection
+
+        pool._create_connection = tuned_connection
+
+    def aggregate_recorder(self, purpose: str = "events"):
+        recorder = super().aggregate_recorder(purpose)
+        if purpose == "snapshots":
+            # Retention and pause may both snapshot a session at the same version (only its
+            # window moved): the newer snapshot replaces the older instead of failing the tick.
+            recorder.insert_events_statement = recorder.insert_events_statement.replace(
+                "INSERT INTO", "INSERT OR REPLACE INTO", 1)
+        return recorder
+
+    def free_bytes(self) -> int:
+        """Bytes an unprivileged writer can still use on the store's filesystem."""
+        stats = os.statvfs(os.path.dirname(self.datastore.pool.db_name) or ".")
+        return stats.f_bavail * stats.f_frsize
+
+    # ---- journal maintenance (retention, audit): SQL the library has no API for ----------
+    def trim_events(self, originator_id: str, gt: int, lte: int, keep_topics, limit: int,
+                    snapshots_before: int = 0) -> int:
+        """Delete up to ``limit`` rows in (gt, lte] whose topic is not kept, and the snapshots
+        older than ``snapshots_before``, in one transaction; returns the rows deleted.
+
+        The ``rowid < MAX(rowid)`` guard keeps the newest row of the table, so SQLite never
+        hands out a notification id twice (eventsourcing.md §5).
+        """
+        keep = tuple(keep_topics)
+        marks = ",".join("?" * len(keep))
+        with self.datastore.transaction(commit=True) as cursor:
+            if snapshots_before:
+                cursor.execute("DELETE FROM stored_snapshots WHERE originator_id=? AND originator_version<?",
+                               (originator_id, snapshots_before))
+            if lte <= gt:
+                return 0
+            cursor.execute(
+                "DELETE FROM stored_events WHERE rowid IN (SELECT rowid FROM stored_events "
+                "WHERE originator_id=? AND originator_version>? AND originator_version<=? "
+                f"AND topic NOT IN ({marks}) ORDER BY originator_version LIMIT ?) "
+                "AND rowid < (SELECT MAX(rowid) FROM stored_events)",
+                (originator_id, gt, lte, *keep, limit))
+            return cursor.sqlite_cursor.rowcount
+
+    def reclaim_pages(self, keep_pages: int, max_pages: int) -> int:
+        """Give up to ``max_pages`` free pages back to the filesystem, keeping ``keep_pages``
+        for the next inserts to reuse; returns the pages freed. Python's ``execute`` runs
+        only one step of ``incremental_vacuum``, ``executescript`` runs it to the end."""
+        with self.datastore.get_connection(commit=True) as connection:
+            raw = connection._sqlite_conn
+            free = raw.execute("PRAGMA freelist_count").fetchone()[0]
+            pages = min(max_pages, free - keep_pages)
+            if pages <= 0:
+                return 0
+            raw.executescript(f"PRAGMA incremental_vacuum({int(pages)})")
+            return pages
+
+    def select_topics(self, originator_id: str, gt: int, lte: int, topics, limit: int,
+                      desc: bool = False) -> list:
+        """``(version, topic, state)`` rows in (gt, lte], ascending (or descending), of the given
+        topics (all when None): plain tuples, a third of the cost of the recorder's StoredEvent
+        objects."""
+        wanted = tuple(topics or ())
+        where = f" AND topic IN ({','.join('?' * len(wanted))})" if wanted else ""
+        with self.datastore.transaction(commit=False) as cursor:
+            raw = cursor.sqlite_cursor
+            raw.row_factory = None
+            raw.execute(
+                "SELECT originator_version, topic, state FROM stored_events WHERE originator_id=? "
+                f"AND originator_version>? AND originator_version<=?{where} "
+                f"ORDER BY originator_version {'DESC' if desc else 'ASC'} LIMIT ?",
+                (originator_id, gt, lte, *wanted, limit))
+            return raw.fetchall()
+
+    def originator_ids(self) -> list[str]:
+        """Every aggregate id in the store, one index seek each: cost grows with the number
+        of sessions, not with the length of their journals (DISTINCT walks every row)."""
+        ids: list[str] = []
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute("SELECT MIN(originator_id) FROM stored_events")
+            current = cursor.fetchone()[0]
+            while current is not None:
+                ids.append(current)
+                cursor.execute("SELECT MIN(originator_id) FROM stored_events WHERE originator_id>?",
+                               (current,))
+                current = cursor.fetchone()[0]
+        return ids
+
+
+def prepare_database(state_dir: Path) -> Path:
+    path = state_dir / DB_NAME
+    if not path.exists():
+        state_dir.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(path)
+        try:
+            connection.execute("PRAGMA page_size=65536")
+            connection.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("CREATE TABLE IF NOT EXISTS _created (x)")
+            connection.execute("DROP TABLE _created")
+            connection.commit()
+        finally:
+            connection.close()
+    return path
+
+
+def store_env(state_dir: Path) -> dict[str, str]:
+    path = prepare_database(state_dir)
+    return {
+        "PERSISTENCE_MODULE": "session_supervisor.infra.sqlite_factory:TunedSQLiteFactory",
+        "SQLITE_DBNAME": str(path),
+        "ORIGINATOR_ID_TYPE": "text",
+        "CREATE_TABLE": "y",
+        "IS_SNAPSHOTTING_ENABLED": "y",
+        "TRANSCODER_TOPIC": "session_supervisor.infra.codec:OrjsonTranscoder",
+        "COMPRESSOR_TOPIC": "",
+        "CIPHER_TOPIC": "",
+    }
