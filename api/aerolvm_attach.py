@@ -25,8 +25,9 @@ from session_supervisor.domain.model.errors import (
     SessionNotRunningError,
 )
 from session_supervisor.domain.model.journal import JournalEntry
-from session_supervisor.domain.model.requests import InputRequest
+from session_supervisor.domain.model.commands import InputRequest
 
+from . import commands
 from .aerolvm_schema import exit_info, is_finished
 from .routes.ws import GONE, first_done, retrieve_outcome
 
@@ -234,9 +235,9 @@ class Attach:
         kind = control.get("type")
         try:
             if kind == "resize":
-                await self.svc.io.resize(self.session_id, {"rows": control.get("rows"), "cols": control.get("cols")})
+                await commands.resize(self.svc.io, self.session_id, {"rows": control.get("rows"), "cols": control.get("cols")})
             elif kind == "signal":
-                await self.svc.io.send_signal(self.session_id, {"signal": control.get("signal")})
+                await commands.send_signal(self.svc.io, self.session_id, {"signal": control.get("signal")})
         except DomainError as exc:
             # No reply channel: an error frame would end the client's wait(). A pipes
             # session ignores resizes, and an exited one gets its exit frame anyway.

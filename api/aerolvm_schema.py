@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from session_supervisor.domain.model.errors import InvalidRequestError
-from session_supervisor.domain.model.requests import body_object, optional_str
+from session_supervisor.domain.model.json_fields import body_object, optional_str
 from session_supervisor.domain.model.signals import signal_short_name
 from session_supervisor.domain.model.timefmt import rfc3339
 

@@ -1,16 +1,56 @@
-"""The Sandbox0 wire forms parsed into the domain's typed commands (base64 decoded here, once).
+"""The Sandbox0 wire forms turned into the domain's typed commands, and the one call each makes.
 
-The order of checks is the contract's (§1.8): JSON type errors before the session lookup, the
-429 of a full input queue before a large body is decoded, then the body's own 400s.
+Base64 is decoded here, once; specs are normalized here; the domain never sees a request
+body. The order of checks is the contract's: JSON type errors and the body's 400s before
+the session lookup (§1.4-§1.10; a new attempt looks the session up first, §1.7), the 429 of
+a full input queue before a large input body is decoded (§1.8).
 """
 from __future__ import annotations
 
 import base64
 import binascii
 
+from session_supervisor.domain.model.commands import InputRequest, bounded_key
 from session_supervisor.domain.model.errors import InvalidRequestError
-from session_supervisor.domain.model.requests import InputRequest, optional_bool, bounded_key, optional_str
+from session_supervisor.domain.model.spec import normalize_spec
 from session_supervisor.domain.session_io import SessionIO
+
+from .wire import (
+    body_object,
+    optional_bool,
+    optional_str,
+    parse_desired_state,
+    parse_replace_current,
+    parse_resize,
+    parse_signal_request,
+)
+
+
+async def create_session(svc, raw_spec, idempotency_key: str):
+    spec = normalize_spec(raw_spec)
+    return await svc.lifecycle.create_session(spec, bounded_key(idempotency_key, "Idempotency-Key"))
+
+
+async def update_session(svc, session_id: str, raw_spec):
+    return await svc.lifecycle.update_session(session_id, normalize_spec(raw_spec))
+
+
+async def set_desired_state(svc, session_id: str, body):
+    return await svc.lifecycle.set_desired_state(session_id, parse_desired_state(body_object(body)))
+
+
+async def create_attempt(svc, session_id: str, body):
+    body = body_object(body)
+    svc.session(session_id)  # 404 before the body's field errors (contract §1.7)
+    return await svc.lifecycle.create_attempt(session_id, parse_replace_current(body))
+
+
+async def send_signal(io: SessionIO, session_id: str, body) -> None:
+    await io.send_signal(session_id, parse_signal_request(body_object(body)))
+
+
+async def resize(io: SessionIO, session_id: str, body) -> None:
+    await io.resize(session_id, parse_resize(body_object(body)))
 
 
 async def write_input(io: SessionIO, session_id: str, body: dict) -> dict:

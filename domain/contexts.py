@@ -4,7 +4,7 @@ A context is started exactly as a session attempt is (the service's ``launch_pro
 i.e. the same runtime and isolation, then the pipe or PTY runner), but nothing is
 recorded: its output goes to a bounded memory buffer and to live subscribers (the
 context WebSocket, an exec waiting for its prompt). Contexts end with the runtime
-(``close_all`` from the reconciler's release), on delete, and by their lifetime rules:
+(``close_all`` from the attempt runner's release), on delete, and by their lifetime rules:
 ``ttl_sec`` since creation, ``idle_timeout_sec`` since the last activity, and
 ``FINISHED_TTL_S`` after the process exited.
 """

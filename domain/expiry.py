@@ -3,7 +3,7 @@
 The reference sweeps every 30 s; the decisions for this project ask for about 1 s. One
 sweep task per sandbox service looks at every session a few times a second on the
 injected clock (so a fake clock drives it in scenarios). The decision is the pure
-``expiry_due``; the action, ``SandboxService.expire_session``, runs in its own task per
+``expiry_due``; the action, ``SessionLifecycle.expire_session``, runs in its own task per
 session so that one slow stop (a long grace period) never holds up another's expiry.
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ SWEEP_INTERVAL_S = 0.25
 
 
 class ExpirySweep:
-    def __init__(self, service: ExpiryHost) -> None:
-        self.service = service
+    def __init__(self, host: ExpiryHost) -> None:
+        self.host = host
         self._task: asyncio.Task | None = None
         self._expiring: dict[str, asyncio.Task] = {}  # session id -> its expiry in progress
 
@@ -43,19 +43,19 @@ class ExpirySweep:
 
     async def _run(self) -> None:
         while True:
-            await self.service.clock.sleep(SWEEP_INTERVAL_S)
+            await self.host.clock.sleep(SWEEP_INTERVAL_S)
             self.sweep()
 
     def due(self) -> list[str]:
-        now = self.service.clock.now_ns()
-        return [s.id for s in self.service.list_sessions()
+        now = self.host.clock.now_ns()
+        return [s.id for s in self.host.list_sessions()
                 if s.desired_state == "running" and s.id not in self._expiring
                 and expiry_due(s.spec["lifecycle"], s.created_ns, s.last_activity_ns, now)]
 
     def sweep(self) -> None:
         loop = asyncio.get_running_loop()
         for session_id in self.due():
-            task = loop.create_task(self.service.expire_session(session_id))
+            task = loop.create_task(self.host.expire_session(session_id))
             self._expiring[session_id] = task
             task.add_done_callback(lambda t, sid=session_id: self._finished(sid, t))
 

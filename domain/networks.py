@@ -16,7 +16,7 @@ from .model.sandbox import Sandbox
 from .ports import SandboxNetworks
 
 if TYPE_CHECKING:
-    from .service import SandboxService
+    from .sandbox_runtime import SandboxRuntime
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class SandboxNetworking:
     def policy_of(sandbox: Sandbox) -> dict:
         return effective_policy(sandbox.config, sandbox.template)
 
-    async def attach(self, service: SandboxService) -> None:
+    async def attach(self, service: SandboxRuntime) -> None:
         """Before any attempt of the runtime starts: its sessions join this network."""
         sandbox = service.store.sandbox
         try:

@@ -207,7 +207,7 @@ class ContextHost(Protocol):
 
 
 class ExpiryHost(Protocol):
-    """What the expiry sweep needs from its sandbox's service."""
+    """What the expiry sweep needs: its sandbox's sessions, its clock, the expiry call (``SessionLifecycle``)."""
 
     clock: Clock
 
@@ -216,14 +216,14 @@ class ExpiryHost(Protocol):
 
 
 class AttemptHost(Protocol):
-    """What the attempt runner (``Reconciler``) needs from its sandbox's service: the store it
+    """What the attempt runner (``AttemptRunner``) needs from its sandbox's service: the store it
     records into, the commit pipeline, the runners and the isolation, and the per-session lock."""
 
     store: SandboxStore
     pipeline: CommitPipeline
     pipe_runner: ProcessRunner
     pty_runner: ProcessRunner
-    runtime: SandboxIsolation
+    isolation: SandboxIsolation
     clock: Clock
     contexts: SandboxContexts
     expiry: ExpirySweep

@@ -3,7 +3,7 @@
 Starting over state that was not cleanly paused is a runtime replacement (a crash
 counts): the generation goes up, leftovers of the old generation are reaped, and
 every session follows its ``runtime_recovery`` policy (contract §6.6). Pause, resume,
-auto-resume, ttl and the start-up decision live in ``runtimes.SandboxRuntimes`` (``manager.runtimes``).
+auto-resume, ttl and the start-up decision live in ``runtime_transitions.RuntimeTransitions`` (``manager.transitions``).
 """
 from __future__ import annotations
 
@@ -13,15 +13,14 @@ from typing import Callable
 
 from .commits import CommitPipeline
 from .hub import Hub
-from .lifecycle import RuntimeGate
 from .model.errors import InvalidRequestError, SandboxNotFoundError, UnavailableError
 from .model.ids import sandbox_id_from
 from .model.network import template_policy
 from .model.sandbox import Sandbox
 from .networks import NoNetworks, SandboxNetworking
 from .ports import Checkpoints, Clock, Isolator, JournalStores, ProcessRunner, SandboxFiles, SandboxNetworks
-from .runtimes import SandboxRuntimes
-from .service import SandboxService
+from .runtime_transitions import RuntimeTransitions
+from .sandbox_runtime import SandboxRuntime
 from .store_faults import store_error
 from .sandbox_store import SandboxStore
 
@@ -36,7 +35,7 @@ TEMPLATES: dict[str, dict[str, str]] = {
 
 class SandboxManager:
     def __init__(self, *, files: SandboxFiles, journals: JournalStores, pipeline: CommitPipeline, hub: Hub, pipe_runner: ProcessRunner,
-                 pty_runner: ProcessRunner, runtime: Isolator, clock: Clock, new_uuid_hex: Callable[[], str], base_env: dict[str, str],
+                 pty_runner: ProcessRunner, isolator: Isolator, clock: Clock, new_uuid_hex: Callable[[], str], base_env: dict[str, str],
                  reap: Callable[[int, int], object], checkpoints: Checkpoints | None = None,
                  networks: SandboxNetworks | None = None):
         self.files = files
@@ -45,38 +44,36 @@ class SandboxManager:
         self.hub = hub
         self.pipe_runner = pipe_runner
         self.pty_runner = pty_runner
-        self.runtime = runtime
+        self.isolator = isolator
         self.clock = clock
         self.new_uuid_hex = new_uuid_hex
         self.base_env = base_env
         self.reap = reap  # kills what an old generation left behind (pid + start time)
-        self.services: dict[str, SandboxService] = {}  # running: an open store and a runtime
+        self.running: dict[str, SandboxRuntime] = {}  # running: an open store and a runtime
         self.parked: dict[str, Sandbox] = {}  # paused: only the record; the rootfs holds the rest
         self.checkpoints = checkpoints  # None: pause is unavailable (503)
         self.networks = networks or NoNetworks()  # domain.ports.SandboxNetworks
-        self.network = SandboxNetworking(self.networks, lambda sandbox_id: sandbox_id in self.services)
+        self.network = SandboxNetworking(self.networks, lambda sandbox_id: sandbox_id in self.running)
         self._lock = asyncio.Lock()
-        self.runtimes = SandboxRuntimes(self)
+        self.transitions = RuntimeTransitions(self)
         # Its calls, under the manager's name (the routes, the gate and the scenarios use them).
-        r = self.runtimes
+        r = self.transitions
         self.gate, self.admit, self.pause, self.resume, self.bring_up = r.gate, r.admit, r.pause, r.resume, r.bring_up
         self.update, self.refresh, self.sweep, self.checkpoint_all = r.update, r.refresh, r.sweep, r.checkpoint_all
         self.start_sweeping, self.stop_sweeping = r.start_sweeping, r.stop_sweeping
 
-    def _service(self, sandbox_id: str, store: SandboxStore) -> SandboxService:
+    def _service(self, sandbox_id: str, store: SandboxStore) -> SandboxRuntime:
         sandbox = store.sandbox
         env = dict(TEMPLATES.get(sandbox.template, {}))
         env.update(sandbox.config.get("env_vars") or {})
         workspace = self.files.workspace(sandbox_id)
-        # The sandbox's own view of the runtime: its host uid, cgroups and limits (infra.runtime).
-        runtime = self.runtime.isolate(sandbox_id, workspace, sandbox.config)
-        service = SandboxService(sandbox_id=sandbox_id, store=store, pipeline=self.pipeline,
+        isolation = self.isolator.isolate(sandbox_id, workspace, sandbox.config)
+        service = SandboxRuntime(sandbox_id=sandbox_id, store=store, pipeline=self.pipeline,
                                  hub=self.hub, pipe_runner=self.pipe_runner, pty_runner=self.pty_runner,
-                                 runtime=runtime, workspace=workspace,
+                                 isolation=isolation, workspace=workspace,
                                  clock=self.clock, new_uuid_hex=self.new_uuid_hex, sandbox_env=env,
                                  base_env=self.base_env)
-        service.expiry.start()  # stopped by reconciler.kill_everything when the runtime goes
-        service.retention.start()  # stopped on shutdown and sandbox delete
+        service.start()  # its sweeps end with release()
         return service
 
     def open_store(self, sandbox_id: str) -> SandboxStore:
@@ -104,7 +101,7 @@ class SandboxManager:
             raise RuntimeError(f"store of {sandbox_id} has no sandbox record")
         return store
 
-    async def replace_runtime(self, service: SandboxService) -> None:
+    async def replace_runtime(self, service: SandboxRuntime) -> None:
         """A new runtime generation over existing state: reap, then recover each session."""
         store = service.store
         sandbox = store.sandbox
@@ -118,7 +115,7 @@ class SandboxManager:
             action = session.recover(generation, now)
             self.pipeline.stage(store, session)
             if action == "restart":
-                await service.reconciler.start_attempt(session, "runtime_recovered")
+                await service.attempts.start_attempt(session, "runtime_recovered")
         await self.pipeline.flush(store)
 
     # ---- sandbox operations ---------------------------------------------------------------
@@ -142,7 +139,7 @@ class SandboxManager:
             await service.close()
             await asyncio.to_thread(self._remove_files, sandbox_id)
             raise
-        self.services[sandbox_id] = service
+        self.running[sandbox_id] = service
         self.pipeline.stage(store, store.sandbox)
         try:
             await self.pipeline.flush(store)
@@ -155,7 +152,7 @@ class SandboxManager:
         return SandboxNetworking.policy_of(self.sandbox(sandbox_id))
 
     def sandbox(self, sandbox_id: str) -> Sandbox:
-        service = self.services.get(sandbox_id)
+        service = self.running.get(sandbox_id)
         if service is not None:
             return service.store.sandbox
         parked = self.parked.get(sandbox_id)
@@ -167,13 +164,13 @@ class SandboxManager:
         """Workspace disk use, and while running the cgroups' memory and process counts."""
         self.sandbox(sandbox_id)
         usage = await asyncio.to_thread(self.files.usage, sandbox_id)
-        service = self.services.get(sandbox_id)
+        service = self.running.get(sandbox_id)
         if service is not None:
-            usage.update(service.runtime.usage())
+            usage.update(service.isolation.usage())
         return usage
 
-    def service_for(self, sandbox_id: str) -> SandboxService:
-        service = self.services.get(sandbox_id)
+    def service_for(self, sandbox_id: str) -> SandboxRuntime:
+        service = self.running.get(sandbox_id)
         if service is None:
             if sandbox_id in self.parked:  # session calls are admitted (resumed) first: api/gate.py
                 raise UnavailableError("sandbox is not running")
@@ -181,7 +178,7 @@ class SandboxManager:
         return service
 
     def list(self) -> list[Sandbox]:
-        sandboxes = [service.store.sandbox for service in self.services.values()]
+        sandboxes = [service.store.sandbox for service in self.running.values()]
         sandboxes.extend(self.parked.values())
         return sorted(sandboxes, key=lambda sb: (-sb.created_ns, sb.id))
 
@@ -189,13 +186,13 @@ class SandboxManager:
         self.sandbox(sandbox_id)  # 404 before a gate object exists for an unknown id
         async with self.gate(sandbox_id).lock:  # after any pause or resume in progress
             await self._remove(sandbox_id)
-        self.runtimes.gates.pop(sandbox_id, None)
+        self.transitions.gates.pop(sandbox_id, None)
 
     async def _remove(self, sandbox_id: str) -> None:
         """Every process ended, then the sandbox's directory with its store (also hard_ttl)."""
         if self.parked.pop(sandbox_id, None) is None:
             service = self.service_for(sandbox_id)
-            del self.services[sandbox_id]
+            del self.running[sandbox_id]
             for session in service.list_sessions():
                 self.hub.close_session(session.id, "deleted")
             await service.release()
@@ -210,13 +207,13 @@ class SandboxManager:
     async def shutdown(self) -> None:
         await self.checkpoint_all()  # what is left could not be checkpointed: end it as before
         self.hub.close_all("shutdown")
-        for service in self.services.values():
+        for service in self.running.values():
             await service.release()
             service.retention.stage_snapshots()  # the next start replays no tail
         try:
             await self.pipeline.flush()
         except Exception:
             log.exception("final commit failed")
-        for service in self.services.values():
+        for service in self.running.values():
             await service.close()
         await self.networks.close()

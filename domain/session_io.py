@@ -9,27 +9,26 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from .model import requests as rq
 from .model.errors import InputBufferFullError, OperationFailedError
-from .model.requests import InputRequest
+from .model.commands import InputRequest, ResizeRequest, SignalRequest
 from .model.session import input_digest
 from .model.signals import signal_description
-from .reconciler import INPUT_QUEUE_BYTES, INPUT_QUEUE_OPS
+from .attempt_runner import INPUT_QUEUE_BYTES, INPUT_QUEUE_OPS
 
 if TYPE_CHECKING:
-    from .service import SandboxService
+    from .sandbox_runtime import SandboxRuntime
 
 EOF_WAIT_S = 5.0
 
 
 class SessionIO:
-    def __init__(self, service: SandboxService) -> None:
+    def __init__(self, service: SandboxRuntime) -> None:
         self.service = service
 
     async def write(self, session_id: str, request: InputRequest) -> dict:
         """Queue ``request``'s bytes (or EOF) for the live attempt; reply once accepted and committed."""
         session = self.service.session(session_id)
-        live = self.service.reconciler.live.get(session_id)
+        live = self.service.attempts.live.get(session_id)
         lock = live.input_lock if live is not None else asyncio.Lock()
         async with lock:  # input requests of one attempt are serialized (contract §6.9)
             def digest_of(attempt_id: str) -> str:
@@ -39,7 +38,7 @@ class SessionIO:
             attempt_id = session.attempt_id
             if duplicate:
                 return _input_reply(request.input_id, attempt_id, True)
-            live = self.service.reconciler.live.get(session_id)
+            live = self.service.attempts.live.get(session_id)
             if live is None or live.handle is None:
                 raise OperationFailedError("process not running")
             if live.ops.qsize() + (1 if request.data else 0) + (1 if request.eof else 0) > INPUT_QUEUE_OPS:
@@ -50,8 +49,8 @@ class SessionIO:
             self.service.pipeline.check_writable(self.service.store)  # 507 before the process sees a byte
             if live.eof_queued and request.data:
                 raise OperationFailedError("process not running")
-            close_done = self.service.reconciler.queue_input(live, request.data, request.eof)
-            self.service.reconciler.record(session, session.accept_input, request.input_id,
+            close_done = self.service.attempts.queue_input(live, request.data, request.eof)
+            self.service.attempts.record(session, session.accept_input, request.input_id,
                                            digest_of(attempt_id), self.service.clock.now_ns(),
                                            len(request.data), request.eof)
             await self.service.pipeline.flush(self.service.store)
@@ -64,34 +63,34 @@ class SessionIO:
         not be queued anyway: a storm of large inputs would otherwise hold a decoded copy of
         each (a retry of a known id still reaches its dedupe)."""
         session = self.service.session(session_id)
-        live = self.service.reconciler.live.get(session.id)
+        live = self.service.attempts.live.get(session.id)
         if live is None or not live.queued_bytes or input_id in session.receipts:
             return
         if live.queued_bytes + size > INPUT_QUEUE_BYTES:
             raise InputBufferFullError()
 
-    async def send_signal(self, session_id: str, body: dict) -> None:
-        signum, expected = rq.parse_signal_request(body)  # before lookup (contract §1.9)
+    async def send_signal(self, session_id: str, request: SignalRequest) -> None:
+        signum = request.signum
         session = self.service.session(session_id)
-        session.check_live(expected)
-        live = self.service.reconciler.live.get(session_id)
+        session.check_live(request.expected_attempt_id)
+        live = self.service.attempts.live.get(session_id)
         if live is None or live.handle is None:
             raise OperationFailedError("process not running")
         live.handle.send_signal(signum)
-        self.service.reconciler.record(session, session.record_signal, signum, signal_description(signum),
+        self.service.attempts.record(session, session.record_signal, signum, signal_description(signum),
                                        self.service.clock.now_ns())
         await self.service.pipeline.flush(self.service.store)
 
-    async def resize(self, session_id: str, body: dict) -> None:
-        rows, cols, expected = rq.parse_resize(body)  # before lookup (contract §1.10)
+    async def resize(self, session_id: str, request: ResizeRequest) -> None:
+        rows, cols = request.rows, request.cols
         session = self.service.session(session_id)
-        session.check_resize(expected)
+        session.check_resize(request.expected_attempt_id)
         self.service.pipeline.check_writable(self.service.store)
-        live = self.service.reconciler.live.get(session_id)
+        live = self.service.attempts.live.get(session_id)
         if live is None or live.handle is None:
             raise OperationFailedError("process not running")
         live.handle.resize(rows, cols)
-        self.service.reconciler.record(session, session.record_resize, rows, cols, self.service.clock.now_ns())
+        self.service.attempts.record(session, session.record_resize, rows, cols, self.service.clock.now_ns())
         await self.service.pipeline.flush(self.service.store)
 
 

@@ -77,7 +77,7 @@ class Container:
         self.manager = SandboxManager(
             files=dirs, journals=SqliteJournals(dirs.state_dir, dirs.root), pipeline=self.pipeline, hub=self.hub, checkpoints=Checkpoints(dirs),
             pipe_runner=self.pipe_runner or PipeRunner(), pty_runner=self.pty_runner or PtyRunner(),
-            runtime=self.runtime, clock=self.clock,
+            isolator=self.runtime, clock=self.clock,
             new_uuid_hex=self.new_uuid_hex or (lambda: uuid.uuid4().hex), base_env=base_env,
             reap=self.reap or reap_leftover, networks=self.networks)
         await self.manager.start()

@@ -40,7 +40,7 @@ async def _completed(world: World, step: dict, label: str, coro) -> list[str]:
 
 def _remember_live_pids(world: World) -> list[int]:
     """The pids of the runtime about to be released, for ``expect_sandbox old_processes_gone``."""
-    service = world.manager.services.get(world.sandbox_id)
+    service = world.manager.running.get(world.sandbox_id)
     if service is None:
         return []
     pids = [s.attempt["pid"] for s in service.store.sessions.values()
@@ -78,7 +78,7 @@ async def replace_runtime(world: World, step: dict) -> list[str]:
     manager, sandbox_id = world.manager, world.sandbox_id
     pids = _remember_live_pids(world)
     async with manager.gate(sandbox_id).lock:
-        service = manager.services.pop(sandbox_id, None)
+        service = manager.running.pop(sandbox_id, None)
         if service is not None:
             await service.release()  # ends the processes without recording the exits
             await service.close()  # what was staged and not committed is lost
@@ -162,7 +162,7 @@ def _released_pids(world: World) -> list[int]:
     known = set(world.retired) | set(world._pids.values())
     if world.is_fake:
         known |= {process.pid for process in world.runner.processes}
-    service = world.manager.services.get(world.sandbox_id)
+    service = world.manager.running.get(world.sandbox_id)
     live = set() if service is None else {
         s.attempt["pid"] for s in service.store.sessions.values()
         if s.attempt and "pid" in s.attempt and "finished_ns" not in s.attempt}

@@ -1,7 +1,7 @@
 """The scenario vocabulary: each verb is a small async function registered with ``@verb``.
 
 A verb receives the World and its step (a dict, already validated against the keys it
-declared) and returns transcript lines. Lifecycle verbs call the SandboxService methods
+declared) and returns transcript lines. Lifecycle verbs call the SandboxRuntime methods
 the API routes call; ``exit``/``output``/... tell a scripted process what to do;
 ``expect`` reads the session as GET does and the public journal as the events page does.
 
@@ -86,7 +86,7 @@ async def create(world: World, step: dict) -> list[str]:
     spec = deep_merge(world.base_spec, step.get("spec", {}))
 
     async def run():
-        session, created = await world.service.create_session(spec, step.get("key", ""))
+        session, created = await commands.create_session(world.service, spec, step.get("key", ""))
         world.names[name] = session.id
         return created
     lines = await _call(world, step, f"create {name}", run())
@@ -99,7 +99,7 @@ async def create(world: World, step: dict) -> list[str]:
 async def set_desired(world: World, step: dict) -> list[str]:
     """PUT /desired-state with ``state`` running or stopped."""
     name = step.get("session", "main")
-    coro = world.service.set_desired_state(world.session_id(name), {"state": step["state"]})
+    coro = commands.set_desired_state(world.service, world.session_id(name), {"state": step["state"]})
     return await _call(world, step, f"set_desired {name} {step['state']}", coro)
 
 
@@ -108,7 +108,7 @@ async def replace_attempt(world: World, step: dict) -> list[str]:
     """POST /attempts with replace_current = ``replace`` (default true)."""
     name = step.get("session", "main")
     replace = step.get("replace", True)
-    coro = world.service.create_attempt(world.session_id(name), {"replace_current": replace})
+    coro = commands.create_attempt(world.service, world.session_id(name), {"replace_current": replace})
     return await _call(world, step, f"new attempt for {name} (replace_current={replace})", coro)
 
 
@@ -117,7 +117,7 @@ async def update_spec(world: World, step: dict) -> list[str]:
     """PUT /sessions/{id}: a full spec, written as changes merged over the story's [session]."""
     name = step.get("session", "main")
     spec = deep_merge(world.base_spec, step["spec"])
-    coro = world.service.update_session(world.session_id(name), spec)
+    coro = commands.update_session(world.service, world.session_id(name), spec)
     return await _call(world, step, f"update_spec {name} {step['spec']}", coro)
 
 
@@ -125,7 +125,7 @@ async def update_spec(world: World, step: dict) -> list[str]:
 async def delete(world: World, step: dict) -> list[str]:
     """DELETE /sessions/{id}."""
     name = step.get("session", "main")
-    return await _call(world, step, f"delete {name}", world.service.delete_session(world.session_id(name)))
+    return await _call(world, step, f"delete {name}", world.service.lifecycle.delete_session(world.session_id(name)))
 
 
 @verb("input", required={"data": str}, optional={**CALL, "eof": bool, "input_id": str})
@@ -143,7 +143,7 @@ async def send_signal(world: World, step: dict) -> list[str]:
     """POST /signals with ``name`` (TERM, INT, KILL, ...)."""
     name = step.get("session", "main")
     return await _call(world, step, f"signal {name} {step['name']}",
-                       world.service.io.send_signal(world.session_id(name), {"signal": step["name"]}))
+                       commands.send_signal(world.service.io, world.session_id(name), {"signal": step["name"]}))
 
 
 # ---- what the scripted process does (fake runner) ----------------------------------------------

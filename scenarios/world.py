@@ -131,7 +131,7 @@ class World:
         # The writer goes first: it finishes what it already holds, and only then are the
         # stores closed (closing a connection the writer is using can crash the process).
         await asyncio.to_thread(container.writer.close)
-        for service in container.manager.services.values():
+        for service in container.manager.running.values():
             await asyncio.to_thread(service.store.close)
 
     async def close(self) -> None:
@@ -172,7 +172,7 @@ class World:
 
     def _note_pids(self) -> None:
         # A pid is public only while its process lives; remember it for later expectations.
-        for service in self.manager.services.values():
+        for service in self.manager.running.values():
             for session_id, session in service.store.sessions.items():
                 attempt = session.attempt
                 if attempt and "pid" in attempt and "finished_ns" not in attempt:
@@ -214,12 +214,12 @@ class World:
     def _lifecycle_busy(self) -> bool:
         # A pause or resume (e.g. started by the ttl sweep) waits on the writer thread, not the clock.
         manager = self.container.manager if self.container is not None else None
-        return manager is not None and any(g.lock.locked() for g in manager.runtimes.gates.values())
+        return manager is not None and any(g.lock.locked() for g in manager.transitions.gates.values())
 
     def _signature(self) -> tuple:
         sessions = []
         if self.container is not None and self.container.manager is not None:
-            for service in self.manager.services.values():
+            for service in self.manager.running.values():
                 committed = service.store.committed_seq
                 sessions.extend((sid, s.version, committed.get(sid), s.phase)
                                 for sid, s in service.store.sessions.items())

@@ -8,13 +8,16 @@ APIs. Errors are ``{"error": "..."}`` objects (api/errors.py picks that shape fo
 from __future__ import annotations
 
 import asyncio
+import signal
 
 import orjson
 from sanic import Blueprint, HTTPResponse, Request
 
+from session_supervisor.domain.model.commands import SignalRequest
 from session_supervisor.domain.model.errors import DomainError, PtyUnavailableError
 
 from .. import aerolvm_schema as shapes
+from .. import commands
 from ..aerolvm_attach import REPLAY_BYTES, Attach
 from ..errors import ApiError
 from ..schemas import parse_json
@@ -85,7 +88,7 @@ async def create_session(request: Request, sandbox_id: str):
     """201 Session (a new one every time, as upstream); 400 bad options; 404 sandbox."""
     spec = shapes.create_session_spec(parse_json(request))
     svc = service(request, sandbox_id)
-    session, _created = await svc.create_session(spec, "")
+    session, _created = await commands.create_session(svc, spec, "")
     return reply(rendered(request, session), 201)
 
 
@@ -108,10 +111,10 @@ async def delete_session(request: Request, sandbox_id: str, session_id: str):
     svc = service(request, sandbox_id)
     svc.session(session_id)
     try:
-        await svc.io.send_signal(session_id, {"signal": "KILL"})
+        await svc.io.send_signal(session_id, SignalRequest(signal.SIGKILL))
     except DomainError:
         pass  # not running: there is nothing to kill
-    await svc.delete_session(session_id)
+    await svc.lifecycle.delete_session(session_id)
     return HTTPResponse(status=204)
 
 
@@ -119,7 +122,7 @@ async def delete_session(request: Request, sandbox_id: str, session_id: str):
 async def signal_session(request: Request, sandbox_id: str, session_id: str):
     """200 {"status":"ok"}; 400 unsupported signal; 404; 409 not running."""
     body = shapes.body_object(parse_json(request))
-    await service(request, sandbox_id).io.send_signal(session_id, {"signal": body.get("signal")})
+    await commands.send_signal(service(request, sandbox_id).io, session_id, {"signal": body.get("signal")})
     return reply({"status": "ok"})
 
 
@@ -128,7 +131,8 @@ async def resize_session(request: Request, sandbox_id: str, session_id: str):
     """200 {"status":"ok"} (a no-op for pipes); 400 sizes <= 0; 404; 409 not running."""
     body = shapes.body_object(parse_json(request))
     try:
-        await service(request, sandbox_id).io.resize(session_id, {"rows": body.get("rows"), "cols": body.get("cols")})
+        await commands.resize(service(request, sandbox_id).io, session_id,
+                              {"rows": body.get("rows"), "cols": body.get("cols")})
     except PtyUnavailableError:
         pass
     return reply({"status": "ok"})

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from sanic import Blueprint, Request
 
-from session_supervisor.domain.model.requests import parse_cursor, parse_limit
+from ..wire import parse_cursor, parse_limit
 
 from ..schemas import ok, render_attempt
 from .sessions import service

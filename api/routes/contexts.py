@@ -15,7 +15,7 @@ from sanic import Blueprint, Request
 
 from session_supervisor.domain.model import contexts as model
 from session_supervisor.domain.model.errors import DomainError, InvalidRequestError
-from session_supervisor.domain.model.requests import body_object
+from session_supervisor.domain.model.json_fields import body_object
 from session_supervisor.domain.model.signals import parse_signal
 from session_supervisor.domain.model.timefmt import rfc3339
 

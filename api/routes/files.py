@@ -20,7 +20,7 @@ import orjson
 from sanic import Blueprint, Request
 
 from session_supervisor.domain.model.errors import DomainError, FileTooLargeError, InvalidRequestError
-from session_supervisor.domain.model.requests import body_object
+from session_supervisor.domain.model.json_fields import body_object
 
 from ..schemas import ok, parse_json
 from .sessions import service

@@ -4,7 +4,7 @@ from __future__ import annotations
 from sanic import Blueprint, Request
 
 from session_supervisor.domain.model.errors import CursorExpiredError
-from session_supervisor.domain.model.requests import parse_cursor, parse_limit
+from ..wire import parse_cursor, parse_limit
 
 from ..schemas import ok
 from ..sse import HEARTBEAT_S, heartbeat_frame, sse_frame

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from sanic import Blueprint, Request
 
-from session_supervisor.domain.model.requests import body_object
+from session_supervisor.domain.model.json_fields import body_object
 
 from .. import commands
 from ..schemas import ok, parse_json, render_session
@@ -31,7 +31,7 @@ async def create_session(request: Request, sandbox_id: str):
     """201 new, 200 idempotent replay; 400 invalid_request; 409 session_conflict."""
     raw = parse_json(request)
     svc = service(request, sandbox_id)
-    session, created = await svc.create_session(raw, request.headers.get("idempotency-key", ""))
+    session, created = await commands.create_session(svc, raw, request.headers.get("idempotency-key", ""))
     return ok(rendered(svc, session), 201 if created else 200)
 
 
@@ -47,30 +47,30 @@ async def update_session(request: Request, sandbox_id: str, session_id: str):
     """200 Session; 400 invalid_request; 404 session_not_found."""
     raw = parse_json(request)
     svc = service(request, sandbox_id)
-    return ok(rendered(svc, await svc.update_session(session_id, raw)))
+    return ok(rendered(svc, await commands.update_session(svc, session_id, raw)))
 
 
 @bp.delete("/<session_id>", ctx_action="delete_session")
 async def delete_session(request: Request, sandbox_id: str, session_id: str):
     """200 {"deleted": true}; 404 session_not_found."""
-    await service(request, sandbox_id).delete_session(session_id)
+    await service(request, sandbox_id).lifecycle.delete_session(session_id)
     return ok({"deleted": True})
 
 
 @bp.put("/<session_id>/desired-state", ctx_action="set_session_desired_state")
 async def set_desired_state(request: Request, sandbox_id: str, session_id: str):
     """200 Session; 400 invalid desired state; 404."""
-    body = body_object(parse_json(request))
+    body = parse_json(request)
     svc = service(request, sandbox_id)
-    return ok(rendered(svc, await svc.set_desired_state(session_id, body)))
+    return ok(rendered(svc, await commands.set_desired_state(svc, session_id, body)))
 
 
 @bp.post("/<session_id>/attempts", ctx_action="create_session_attempt")
 async def create_attempt(request: Request, sandbox_id: str, session_id: str):
     """201 Session with the new attempt; 409 when one runs and replace_current is false; 404."""
-    body = body_object(parse_json(request))
+    body = parse_json(request)
     svc = service(request, sandbox_id)
-    return ok(rendered(svc, await svc.create_attempt(session_id, body)), 201)
+    return ok(rendered(svc, await commands.create_attempt(svc, session_id, body)), 201)
 
 
 @bp.post("/<session_id>/inputs", ctx_action="write_session_input")
@@ -83,14 +83,12 @@ async def write_input(request: Request, sandbox_id: str, session_id: str):
 @bp.post("/<session_id>/signals", ctx_action="signal_session")
 async def send_signal(request: Request, sandbox_id: str, session_id: str):
     """202 {"accepted": true}; 400 unsupported signal; 404; 409."""
-    body = body_object(parse_json(request))
-    await service(request, sandbox_id).io.send_signal(session_id, body)
+    await commands.send_signal(service(request, sandbox_id).io, session_id, parse_json(request))
     return ok({"accepted": True}, 202)
 
 
 @bp.put("/<session_id>/terminal", ctx_action="resize_session_terminal")
 async def resize_terminal(request: Request, sandbox_id: str, session_id: str):
     """200 {"resized": true}; 400; 404; 409 not running, mismatch, or pty not available."""
-    body = body_object(parse_json(request))
-    await service(request, sandbox_id).io.resize(session_id, body)
+    await commands.resize(service(request, sandbox_id).io, session_id, parse_json(request))
     return ok({"resized": True})

@@ -3,7 +3,7 @@
 The cursor is validated and the subscription made in this blueprint's request
 middleware, i.e. before the 101, so a bad ``after`` or an unknown session is a plain
 JSON envelope. After the upgrade one task sends events while another serves requests
-strictly one at a time, through the same SandboxService calls as the HTTP routes.
+strictly one at a time, through the same SandboxRuntime calls as the HTTP routes.
 The server always ends with a close frame: 1000 session deleted, 1001 server shutdown,
 1013 slow subscriber detached (reconnect with ``after``). A client close only
 detaches: never EOF, never a stop.
@@ -21,7 +21,7 @@ from sanic.exceptions import WebsocketClosed
 from websockets.exceptions import ConnectionClosed
 
 from session_supervisor.domain.model.errors import CursorExpiredError, DomainError
-from session_supervisor.domain.model.requests import parse_cursor, parse_limit
+from ..wire import parse_cursor, parse_limit
 
 from .. import commands
 from ..browser import EchoedConsoleSubprotocol
@@ -39,8 +39,8 @@ REPLAY_PAGE = 64  # events per journal read: output events can be 256 KiB each
 # no frame type can reach any other method of the service).
 OPERATIONS = {
     "input": lambda svc, session_id, message: commands.write_input(svc.io, session_id, message),
-    "signal": lambda svc, session_id, message: svc.io.send_signal(session_id, message),
-    "resize": lambda svc, session_id, message: svc.io.resize(session_id, message),
+    "signal": lambda svc, session_id, message: commands.send_signal(svc.io, session_id, message),
+    "resize": lambda svc, session_id, message: commands.resize(svc.io, session_id, message),
 }
 GONE = (ConnectionClosed, WebsocketClosed)  # the peer went away: nothing to report
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import InvalidRequestError
-from .requests import optional_bool, body_object, optional_str
+from .json_fields import body_object, optional_bool, optional_str
 
 # The reference's prompt tokens: a REPL is ready, and an exec is done, once it prints READY_TOKEN.
 READY_TOKEN = "_S0_> "

@@ -9,6 +9,8 @@
 """
 from __future__ import annotations
 
+from session_supervisor.api import commands
+
 import asyncio
 import statistics
 import sys
@@ -53,7 +55,7 @@ async def resume_with_journal(events: int) -> float:
         async with started(Path(tmp)) as manager:
             sandbox = await manager.claim("default", {})
             service = manager.service_for(sandbox.id)
-            session, _ = await service.create_session({"command": ["sleep", "600"]}, "")
+            session, _ = await commands.create_session(service, {"command": ["sleep", "600"]}, "")
             for start in range(0, events, 1000):  # batches: one aggregate never holds 100k pending
                 for _ in range(min(1000, events - start)):
                     session.record_output("stdout", b"x" * 64, manager.clock.now_ns())

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 
@@ -15,7 +16,6 @@ from session_supervisor.infra.runtime import (
     build_env,
     detect_runtime,
 )
-from session_supervisor.infra.signals import stop_gracefully
 from tests.infra.conftest import Capture, base_env, running
 
 
@@ -167,7 +167,8 @@ def test_under_bwrap_a_sigterm_handler_gets_to_finish(run, bwrap, workspace):
         out = Capture()
         async with running(PipeRunner(), launch, out) as handle:
             await out.wait_for("stdout", b"ready")
-            status = await stop_gracefully(handle, grace_s=10)
+            handle.send_signal(signal.SIGTERM)
+            status = await asyncio.wait_for(handle.wait_exited(), 10)
         return bwrap.translate_exit(status), out.text("stdout")
 
     status, stdout = run(body)

@@ -9,7 +9,6 @@ from session_supervisor.domain.model.signals import parse_signal, signal_descrip
 from session_supervisor.domain.ports import ExitStatus, Launch, TerminalSize
 from session_supervisor.infra.pipe_runner import PipeRunner
 from session_supervisor.infra.pty_runner import PtyRunner
-from session_supervisor.infra.signals import freeze, stop_gracefully, thaw
 from tests.infra.conftest import Capture, base_env, process_state, running, wait_until
 
 RUNNERS = {
@@ -25,81 +24,37 @@ def runner(request):
     return cls(), lambda script: Launch(["sh", "-c", script], "/", base_env(), terminal), stream
 
 
-def test_stop_gracefully_sigkills_a_process_that_ignores_sigterm(run, runner):
-    runner_, launch, stream = runner
-
-    async def body():
-        out = Capture()
-        loop = asyncio.get_running_loop()
-        async with running(runner_, launch('trap "" TERM; echo ready; sleep 60'), out) as handle:
-            await out.wait_for(stream, b"ready")
-            started = loop.time()
-            status = await stop_gracefully(handle, grace_s=0.3)
-            return status, loop.time() - started
-
-    status, took_s = run(body)
-    assert status == ExitStatus(exit_code=-1, signal=signal.SIGKILL)
-    assert 0.3 <= took_s < 5
-
-
-def test_stop_gracefully_returns_the_exit_of_a_process_that_handles_sigterm(run, runner):
+def test_a_sigterm_to_the_group_ends_a_process_that_handles_it_with_its_own_exit_code(run, runner):
     runner_, launch, stream = runner
 
     async def body():
         out = Capture()
         async with running(runner_, launch('trap "exit 3" TERM; sleep 60 & echo ready; wait'), out) as handle:
             await out.wait_for(stream, b"ready")
-            return await stop_gracefully(handle, grace_s=10)
+            handle.send_signal(signal.SIGTERM)
+            return await asyncio.wait_for(handle.wait_exited(), 10)
 
     assert run(body) == ExitStatus(exit_code=3)
 
 
-def test_stop_gracefully_stops_a_frozen_process_without_waiting_for_the_grace(run):
+def test_a_process_that_ignores_sigterm_is_reported_killed_by_the_sigkill_that_ends_it(run, runner):
+    runner_, launch, stream = runner
+
     async def body():
         out = Capture()
-        loop = asyncio.get_running_loop()
-        async with running(PipeRunner(), Launch(["sh", "-c", "echo ready; exec sleep 60"], "/", base_env()), out) as handle:
-            await out.wait_for("stdout", b"ready")
-            freeze(handle)
-            await wait_until(lambda: process_state(handle.pid) == "T")
-            started = loop.time()
-            status = await stop_gracefully(handle, grace_s=10)
-            return status, loop.time() - started
+        async with running(runner_, launch('trap "" TERM; echo ready; sleep 60'), out) as handle:
+            await out.wait_for(stream, b"ready")
+            handle.send_signal(signal.SIGTERM)
+            exited = asyncio.ensure_future(handle.wait_exited())
+            done, _ = await asyncio.wait({exited}, timeout=0.3)
+            assert not done  # TERM is ignored: it takes the KILL
+            handle.send_signal(signal.SIGKILL)
+            return await asyncio.wait_for(exited, 10)
 
-    status, took_s = run(body)
-    assert status == ExitStatus(exit_code=-1, signal=signal.SIGTERM)
-    assert took_s < 5
+    assert run(body) == ExitStatus(exit_code=-1, signal=signal.SIGKILL)
 
 
-class _Unkillable:
-    """A handle whose process never dies: only the timeout can end the wait."""
-
-    pid = 0
-    start_time = 0
-
-    def __init__(self) -> None:
-        self.sent: list[int] = []
-
-    def send_signal(self, signum: int) -> None:
-        self.sent.append(signum)
-
-    async def wait_exited(self) -> ExitStatus:
-        await asyncio.Event().wait()
-        raise AssertionError("unreachable")
-
-
-def test_stop_gracefully_raises_timeout_when_sigkill_does_not_end_the_process(run):
-    handle = _Unkillable()
-
-    async def body():
-        with pytest.raises(TimeoutError, match="after SIGKILL"):
-            await stop_gracefully(handle, grace_s=0.05, kill_wait_s=0.05)
-
-    run(body)
-    assert handle.sent == [signal.SIGTERM, signal.SIGCONT, signal.SIGKILL]
-
-
-def test_freeze_stops_the_whole_group_and_thaw_resumes_it(run, runner):
+def test_sigstop_stops_the_whole_group_and_sigcont_resumes_it(run, runner):
     runner_, launch, stream = runner
 
     async def body():
@@ -107,9 +62,9 @@ def test_freeze_stops_the_whole_group_and_thaw_resumes_it(run, runner):
         async with running(runner_, launch("sleep 60 & echo $!; wait"), out) as handle:
             await out.wait_for(stream, b"\n")
             grandchild = int(out.text(stream).split()[0])
-            freeze(handle)
+            handle.send_signal(signal.SIGSTOP)
             await wait_until(lambda: process_state(handle.pid) == process_state(grandchild) == "T")
-            thaw(handle)
+            handle.send_signal(signal.SIGCONT)
             await wait_until(lambda: process_state(handle.pid) != "T" and process_state(grandchild) != "T")
 
     run(body)

@@ -13,7 +13,7 @@ from tests.service.worlds import create, in_world, journal_types
 def test_concurrent_replacements_run_one_after_the_other_and_never_two_processes(tmp_path):
     async def body(world):
         session = await create(world, "a")
-        calls = [world.service.create_attempt(session.id, {"replace_current": True}) for _ in range(3)]
+        calls = [commands.create_attempt(world.service, session.id, {"replace_current": True}) for _ in range(3)]
         await asyncio.gather(*calls)
         await world.settle()
         assert [a["number"] for a in session.attempts] == [1, 2, 3, 4]
@@ -26,9 +26,9 @@ def test_a_call_waiting_behind_a_delete_finds_the_session_gone(tmp_path):
     async def body(world):
         session = await create(world, "a", lifecycle={"stop_grace_period_seconds": 5})
         world.process("a").ignore(15)
-        deleting = asyncio.ensure_future(world.service.delete_session(session.id))
+        deleting = asyncio.ensure_future(world.service.lifecycle.delete_session(session.id))
         await world.settle()
-        updating = asyncio.ensure_future(world.service.set_desired_state(session.id, {"state": "running"}))
+        updating = asyncio.ensure_future(commands.set_desired_state(world.service, session.id, {"state": "running"}))
         await world.advance(5)
         await deleting
         with pytest.raises(SessionNotFoundError):
@@ -41,7 +41,7 @@ def test_a_new_attempt_while_one_runs_conflicts_and_changes_nothing(tmp_path):
     async def body(world):
         session = await create(world, "a")
         with pytest.raises(AttemptRunningError):
-            await world.service.create_attempt(session.id, {})
+            await commands.create_attempt(world.service, session.id, {})
         assert (session.spec_version, len(session.attempts)) == (1, 1)
     in_world(tmp_path, body)
 
@@ -51,9 +51,9 @@ def test_create_answers_with_a_failed_start_recorded_and_other_calls_raise_after
         world.runner.fail_next(1, "exec: no such file")
         session = await create(world, "a")
         assert (session.phase, session.attempt["reason"]) == ("failed", "start_failed")
-        for call in (lambda: world.service.set_desired_state(session.id, {"state": "running"}),
-                     lambda: world.service.create_attempt(session.id, {}),
-                     lambda: world.service.update_session(session.id, {"command": ["other"]})):
+        for call in (lambda: commands.set_desired_state(world.service, session.id, {"state": "running"}),
+                     lambda: commands.create_attempt(world.service, session.id, {}),
+                     lambda: commands.update_session(world.service, session.id, {"command": ["other"]})):
             world.runner.fail_next(1, "exec: no such file")
             with pytest.raises(OperationFailedError, match="no such file"):
                 await call()
@@ -68,7 +68,7 @@ def test_desired_running_during_backoff_starts_once_and_the_timer_does_not_start
         world.process("a").exit(1)
         await world.settle()
         assert session.phase == "backoff"
-        await world.service.set_desired_state(session.id, {"state": "running"})
+        await commands.set_desired_state(world.service, session.id, {"state": "running"})
         await world.advance(10)
         assert [a["number"] for a in session.attempts] == [1, 2]
         assert session.attempt["id"] and session.phase == "running"
@@ -80,7 +80,7 @@ def test_stop_during_backoff_cancels_the_restart(tmp_path):
         session = await create(world, "a", lifecycle={"restart": {"policy": "always"}})
         world.process("a").exit(0)
         await world.settle()
-        await world.service.set_desired_state(session.id, {"state": "stopped"})
+        await commands.set_desired_state(world.service, session.id, {"state": "stopped"})
         await world.advance(10)
         assert (session.phase, len(session.attempts)) == ("stopped", 1)
     in_world(tmp_path, body)
@@ -94,14 +94,14 @@ def test_a_slow_stop_of_one_session_does_not_hold_up_calls_on_another(tmp_path):
         other = await create(world, "other")
         world.process("slow").ignore(15)
         world.process("other").ignore(10)  # USR1 below is only there to be journaled
-        stopping = asyncio.ensure_future(world.service.set_desired_state(slow.id, {"state": "stopped"}))
+        stopping = asyncio.ensure_future(commands.set_desired_state(world.service, slow.id, {"state": "stopped"}))
         await world.settle()
         svc = world.service
         await commands.write_input(svc.io, other.id, {"input_id": "i1", "data_base64": "aGkK"})
-        await svc.io.send_signal(other.id, {"signal": "USR1"})
+        await commands.send_signal(svc.io, other.id, {"signal": "USR1"})
         await svc.journal.events_page(other.id, 0, 100)
-        await svc.create_attempt(other.id, {"replace_current": True})
-        await svc.update_session(other.id, {"command": ["worker"], "name": "renamed"})
+        await commands.create_attempt(svc, other.id, {"replace_current": True})
+        await commands.update_session(svc, other.id, {"command": ["worker"], "name": "renamed"})
         assert svc.session(other.id).attempt["number"] == 2
         assert not stopping.done() and slow.phase == "stopping"
         await world.advance(30)
@@ -130,7 +130,7 @@ def test_delete_removes_the_stored_journal(tmp_path):
         session = await create(world, "a")
         store = world.service.store
         assert await asyncio.to_thread(store.read_records, session.id, 0, 10**6, 1000)
-        await world.service.delete_session(session.id)
+        await world.service.lifecycle.delete_session(session.id)
         assert await asyncio.to_thread(store.read_records, session.id, 0, 10**6, 1000) == []
         with pytest.raises(SessionNotFoundError):
             world.service.session(session.id)

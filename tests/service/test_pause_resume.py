@@ -6,6 +6,8 @@ snapshot and an empty tail, however many cycles came before.
 """
 from __future__ import annotations
 
+from session_supervisor.api import commands
+
 from tests.helpers import process_state
 
 import asyncio
@@ -16,7 +18,6 @@ import time
 
 import pytest
 
-from session_supervisor.domain import lifecycle
 from session_supervisor.domain.model.errors import UnavailableError
 from session_supervisor.infra.bootstrap import Container
 from session_supervisor.infra.settings import Settings
@@ -67,7 +68,7 @@ def store_shape(db) -> tuple[dict, dict]:
 async def new_sandbox(manager, sessions: int):
     sandbox = await manager.claim("default", {})
     service = manager.service_for(sandbox.id)
-    ids = [(await service.create_session(SLEEP, ""))[0].id for _ in range(sessions)]
+    ids = [(await commands.create_session(service, SLEEP, ""))[0].id for _ in range(sessions)]
     return sandbox.id, ids
 
 
@@ -166,11 +167,11 @@ def test_a_freeze_that_does_not_commit_is_thawed_on_the_same_attempt(tmp_path):
             service = manager.service_for(sb)
             session = service.store.sessions[ids[0]]
             pid, attempt = session.attempt["pid"], session.attempt_id
-            frozen = lifecycle.freeze(service, manager.clock.now_ns())
+            frozen = service.freeze(manager.clock.now_ns())
             await service.pipeline.flush()
             await wait_until(lambda: process_state(pid) == "T")
             assert session.phase == "paused"
-            await lifecycle.thaw(service, frozen, manager.clock.now_ns())
+            await service.thaw(frozen, manager.clock.now_ns())
             await wait_until(lambda: process_state(pid) in ("S", "R"))
             assert (session.phase, session.attempt_id) == ("running", attempt)
             os_kill_group(pid)
@@ -197,7 +198,7 @@ def test_a_user_paused_sandbox_found_at_start_stays_paused_and_its_old_processes
     async def second():
         async with started(tmp_path, reap=lambda pid, start: reaped.append((pid, start))) as manager:
             sandbox = manager.sandbox(sb)
-            return sandbox.status, sandbox.runtime_generation, sb in manager.services
+            return sandbox.status, sandbox.runtime_generation, sb in manager.running
 
     sb, recorded = run(first)
     assert run(second) == ("paused", 1, False)

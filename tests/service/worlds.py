@@ -4,6 +4,8 @@ Fake mode: FakeClock + ScriptedRunner over the real store, writer thread and pip
 """
 from __future__ import annotations
 
+from session_supervisor.api import commands
+
 import asyncio
 from pathlib import Path
 
@@ -29,7 +31,7 @@ def spec(**fields) -> dict:
 
 
 async def create(world: World, name: str, **fields):
-    session, _created = await world.service.create_session(spec(**fields), "")
+    session, _created = await commands.create_session(world.service, spec(**fields), "")
     world.names[name] = session.id
     await world.settle()
     return session

@@ -1,4 +1,4 @@
-"""The attempt runner (domain/reconciler.py) on the fakes, through its AttemptHost port only:
+"""The attempt runner (domain/attempts.py) on the fakes, through its AttemptHost port only:
 a fake host with a scripted runner, a fake clock, an instant commit sink and no store. It
 launches what the host says, records the process's facts in order, writes queued input in
 order and then EOF, and stops with TERM, the grace period on the injected clock, then KILL."""
@@ -12,7 +12,7 @@ from session_supervisor.domain.commits import CommitPipeline
 from session_supervisor.domain.model.session import Session
 from session_supervisor.domain.model.spec import normalize_spec
 from session_supervisor.domain.ports import CommitOutcome, ExitStatus, Launch
-from session_supervisor.domain.reconciler import Reconciler
+from session_supervisor.domain.attempt_runner import AttemptRunner
 from session_supervisor.infra.fakes import FakeClock, ScriptedRunner
 
 
@@ -52,7 +52,7 @@ class Nothing:
 
 
 class FakeHost:
-    """Exactly the AttemptHost port, nothing of a SandboxService."""
+    """Exactly the AttemptHost port, nothing of a SandboxRuntime."""
 
     def __init__(self) -> None:
         self.sink = InstantSink()
@@ -61,7 +61,7 @@ class FakeHost:
         self.store = Store()
         self.pipe_runner = ScriptedRunner()
         self.pty_runner = ScriptedRunner(first_pid=50_001)
-        self.runtime = Isolation()
+        self.isolation = Isolation()
         self.contexts = Nothing()
         self.expiry = Nothing()
         self._ids = iter(f"att-{n}" for n in range(1, 100))
@@ -78,7 +78,7 @@ class FakeHost:
         return Launch(argv=session.spec["command"], cwd="/workspace", env={"A": "1"})
 
     def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus:
-        return self.runtime.translate_exit(status, attempt_id)
+        return self.isolation.translate_exit(status, attempt_id)
 
     def lifecycle_lock(self, session_id: str) -> asyncio.Lock:
         return self._locks.setdefault(session_id, asyncio.Lock())
@@ -94,11 +94,11 @@ def new_session(**spec) -> Session:
 @asynccontextmanager
 async def runner():
     host = FakeHost()
-    reconciler = Reconciler(host)
+    attempts = AttemptRunner(host)
     try:
-        yield host, reconciler
+        yield host, attempts
     finally:
-        await reconciler.kill_everything()
+        await attempts.kill_everything()
 
 
 async def settle(host: FakeHost) -> None:
@@ -116,9 +116,9 @@ def run(story):
 
 def test_an_attempt_launches_what_its_host_says_and_records_start_output_and_exit_in_order():
     async def story():
-        async with runner() as (host, reconciler):
+        async with runner() as (host, attempts):
             session = new_session()
-            assert await reconciler.start_attempt(session, "initial") is None
+            assert await attempts.start_attempt(session, "initial") is None
             process, = host.pipe_runner.processes
             assert process.argv == ["worker"] and process.launch.env == {"A": "1"}
             process.emit(b"hello\n")
@@ -126,18 +126,18 @@ def test_an_attempt_launches_what_its_host_says_and_records_start_output_and_exi
             await settle(host)
             assert host.journal() == ["Created", "AttemptStarting", "AttemptStarted", "Ready", "Output",
                                       "AttemptExited"]
-            assert session.attempt["exit_code"] == 3 and "ses-1" not in reconciler.live
+            assert session.attempt["exit_code"] == 3 and "ses-1" not in attempts.live
     run(story)
 
 
 def test_queued_input_reaches_the_process_in_order_and_eof_closes_it_after_everything_before():
     async def story():
-        async with runner() as (host, reconciler):
+        async with runner() as (host, attempts):
             session = new_session()
-            await reconciler.start_attempt(session, "initial")
-            live = reconciler.live[session.id]
-            reconciler.queue_input(live, b"one ", False)
-            closed = reconciler.queue_input(live, b"two", True)
+            await attempts.start_attempt(session, "initial")
+            live = attempts.live[session.id]
+            attempts.queue_input(live, b"one ", False)
+            closed = attempts.queue_input(live, b"two", True)
             await closed
             process, = host.pipe_runner.processes
             assert bytes(process.stdin) == b"one two" and process.stdin_closed and live.queued_bytes == 0
@@ -146,12 +146,12 @@ def test_queued_input_reaches_the_process_in_order_and_eof_closes_it_after_every
 
 def test_a_stop_sends_term_then_kill_after_the_grace_period_on_the_injected_clock():
     async def story():
-        async with runner() as (host, reconciler):
+        async with runner() as (host, attempts):
             session = new_session(lifecycle={"stop_grace_period_seconds": 3})
-            await reconciler.start_attempt(session, "initial")
+            await attempts.start_attempt(session, "initial")
             process, = host.pipe_runner.processes
             process.ignore(signal.SIGTERM)
-            stopping = asyncio.ensure_future(reconciler.stop_attempt(session, "requested"))
+            stopping = asyncio.ensure_future(attempts.stop_attempt(session, "requested"))
             await settle(host)
             assert process.signals == [signal.SIGTERM] and not stopping.done()
             await host.clock.advance(2.9)
@@ -167,10 +167,10 @@ def test_a_stop_sends_term_then_kill_after_the_grace_period_on_the_injected_cloc
 
 def test_a_launch_that_fails_is_recorded_as_start_failed_and_returned():
     async def story():
-        async with runner() as (host, reconciler):
+        async with runner() as (host, attempts):
             host.pipe_runner.fail_next()
             session = new_session()
-            failure = await reconciler.start_attempt(session, "initial")
+            failure = await attempts.start_attempt(session, "initial")
             await settle(host)
             assert failure is not None and "no such file" in str(failure)
             assert host.journal()[-1] == "AttemptExited" and session.attempt["reason"] == "start_failed"
@@ -180,14 +180,14 @@ def test_a_launch_that_fails_is_recorded_as_start_failed_and_returned():
 def test_releasing_the_runtime_kills_every_attempt_and_releases_the_isolation_without_recording_it():
     async def story():
         host = FakeHost()
-        reconciler = Reconciler(host)
+        attempts = AttemptRunner(host)
         session = new_session()
-        await reconciler.start_attempt(session, "initial")
+        await attempts.start_attempt(session, "initial")
         await settle(host)
         before = host.journal()
-        await reconciler.kill_everything()
+        await attempts.kill_everything()
         await settle(host)
         process, = host.pipe_runner.processes
         assert not process.alive and signal.SIGKILL in process.signals
-        assert host.runtime.released and host.journal() == before  # abandoned: not a fact to record
+        assert host.isolation.released and host.journal() == before  # abandoned: not a fact to record
     run(story)

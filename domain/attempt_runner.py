@@ -12,6 +12,7 @@ import signal as signals
 from dataclasses import dataclass, field
 
 from .model.errors import OperationFailedError, UnavailableError
+from .model.phases import Phase
 from .model.session import READINESS_TIMEOUT, START_FAILED, Session
 from .ports import AttemptHandle, AttemptHost, ExitStatus, StartFailedError, TerminalSize
 
@@ -19,6 +20,7 @@ log = logging.getLogger(__name__)
 INPUT_QUEUE_OPS = 256
 INPUT_QUEUE_BYTES = 16 * 1024 * 1024  # stdin not yet written to the process, per attempt
 KILL_WAIT_S = 5.0
+SETTLE_S = 5.0  # an attempt whose process is being started when a freeze comes
 _CLOSE = object()  # an input op meaning "EOF after everything queued before it"
 
 
@@ -37,9 +39,9 @@ class LiveAttempt:
     abandoned: bool = False  # the runtime is being released: the exit is not a fact to record
 
 
-class Reconciler:
-    def __init__(self, ctx: AttemptHost) -> None:
-        self.ctx = ctx  # its sandbox's service, seen through the AttemptHost port
+class AttemptRunner:
+    def __init__(self, host: AttemptHost) -> None:
+        self.host = host  # its sandbox's runtime, seen through the AttemptHost port
         self.live: dict[str, LiveAttempt] = {}
         self.timers: dict[str, asyncio.Task] = {}  # backoff timers per session
         self._tasks: set[asyncio.Task] = set()
@@ -54,11 +56,11 @@ class Reconciler:
         return task
 
     def record(self, session: Session, command, *args, **kwargs):
-        if self.ctx.store.released:  # sealed by the pause hook: nothing may be acknowledged now
+        if self.host.store.released:  # sealed by the pause hook: nothing may be acknowledged now
             raise UnavailableError("sandbox lifecycle barrier is active")
-        self.ctx.pipeline.materialize(session)
+        self.host.pipeline.materialize(session)
         result = command(*args, **kwargs)
-        self.ctx.pipeline.stage(self.ctx.store, session)
+        self.host.pipeline.stage(self.host.store, session)
         return result
 
     # ---- starting -------------------------------------------------------------------------
@@ -66,27 +68,27 @@ class Reconciler:
                             requested: bool = False) -> StartFailedError | None:
         """Launch a new attempt. A launch failure is recorded (start_failed) and returned."""
         self.cancel_timer(session.id)
-        ctx = self.ctx
-        attempt_id = ctx.new_attempt_id()
-        now = ctx.clock.now_ns()
-        self.record(session, session.begin_attempt, attempt_id, reason, ctx.generation, now,
+        host = self.host
+        attempt_id = host.new_attempt_id()
+        now = host.clock.now_ns()
+        self.record(session, session.begin_attempt, attempt_id, reason, host.generation, now,
                      requested=requested)
         live = LiveAttempt(attempt_id)
         self.live[session.id] = live
         try:
-            launch = ctx.launch_for(session)
-            runner = ctx.pty_runner if launch.terminal else ctx.pipe_runner
+            launch = host.launch_for(session)
+            runner = host.pty_runner if launch.terminal else host.pipe_runner
             handle = await runner.start(launch, lambda stream, data: self._on_output(session, live, stream, data))
         except StartFailedError as exc:
             log.info("session %s attempt %s failed to start: %s", session.id, attempt_id, exc)
             self.live.pop(session.id, None)
             live.exited.set()
-            decision = self.record(session, session.record_exit, None, None, ctx.clock.now_ns(),
+            decision = self.record(session, session.record_exit, None, None, host.clock.now_ns(),
                                     reason=START_FAILED)
             self._after_exit(session, decision)
             return exc
         live.handle = handle
-        self.record(session, session.record_started, handle.pid, handle.start_time, ctx.clock.now_ns())
+        self.record(session, session.record_started, handle.pid, handle.start_time, host.clock.now_ns())
         self._arm_readiness(session, live)
         self._spawn(self._pump_input(session, live), live.tasks)
         self._spawn(self._watch_exit(session, live))
@@ -95,31 +97,31 @@ class Reconciler:
     def _arm_readiness(self, session: Session, live: LiveAttempt) -> None:
         readiness = session.spec["readiness"]
         if readiness["type"] == "process":
-            self.record(session, session.record_ready, self.ctx.clock.now_ns())
+            self.record(session, session.record_ready, self.host.clock.now_ns())
             return
         if readiness["type"] == "delay":
             self._spawn(self._ready_after_delay(session, live, readiness.get("delay_ms", 0)), live.tasks)
         self._spawn(self._readiness_timeout(session, live, readiness["timeout_ms"]), live.tasks)
 
     async def _ready_after_delay(self, session: Session, live: LiveAttempt, delay_ms: int) -> None:
-        await self.ctx.clock.sleep(delay_ms / 1000)
+        await self.host.clock.sleep(delay_ms / 1000)
         if self.live.get(session.id) is live and not live.exited.is_set():
-            self.record(session, session.record_ready, self.ctx.clock.now_ns())
+            self.record(session, session.record_ready, self.host.clock.now_ns())
 
     async def _readiness_timeout(self, session: Session, live: LiveAttempt, timeout_ms: int) -> None:
-        await self.ctx.clock.sleep(timeout_ms / 1000)
+        await self.host.clock.sleep(timeout_ms / 1000)
         if self.live.get(session.id) is live and session.phase == "starting" and live.handle:
             live.exit_reason = READINESS_TIMEOUT  # then the restart policy applies (contract §6.3)
             self._spawn(self._terminate(session, live))
 
     def _on_output(self, session: Session, live: LiveAttempt, stream: str, data: bytes) -> None:
-        ctx = self.ctx
-        ctx.pipeline.add_output(ctx.store, session, stream, data, live.handle)
+        host = self.host
+        host.pipeline.add_output(host.store, session, stream, data, live.handle)
         if session.phase == "starting" and session.spec["readiness"]["type"] == "output":
             token = session.spec["readiness"]["output"].encode()
             window = live.token_tail + data
             if token in window:
-                self.record(session, session.record_ready, ctx.clock.now_ns())
+                self.record(session, session.record_ready, host.clock.now_ns())
             else:  # keep len(token)-1 bytes so a token split across reads is still found
                 live.token_tail = window[-(len(token) - 1):] if len(token) > 1 else b""
 
@@ -156,7 +158,7 @@ class Reconciler:
     # ---- exits ------------------------------------------------------------------------------
     async def _watch_exit(self, session: Session, live: LiveAttempt) -> None:
         status: ExitStatus = await live.handle.wait_exited()
-        status = self.ctx.translate_exit(status, live.attempt_id)
+        status = self.host.translate_exit(status, live.attempt_id)
         if live.abandoned:
             for task in list(live.tasks):
                 task.cancel()
@@ -169,7 +171,7 @@ class Reconciler:
             if self.live.get(session.id) is live:
                 del self.live[session.id]
             decision = self.record(session, session.record_exit, status.exit_code, status.signal,
-                                    self.ctx.clock.now_ns(), reason=live.exit_reason or status.reason)
+                                    self.host.clock.now_ns(), reason=live.exit_reason or status.reason)
             live.exited.set()
         self._after_exit(session, decision)
 
@@ -178,16 +180,16 @@ class Reconciler:
             self.timers[session.id] = self._spawn(self._restart_after(session, decision.delay_ms))
 
     async def _restart_after(self, session: Session, delay_ms: int) -> None:
-        await self.ctx.clock.sleep(delay_ms / 1000)
+        await self.host.clock.sleep(delay_ms / 1000)
         # Lifecycle calls on this session go one at a time; one that takes the lock first
         # cancels this timer (cancel_timer) or changes what it finds below.
-        async with self.ctx.lifecycle_lock(session.id):
+        async with self.host.lifecycle_lock(session.id):
             if self.timers.get(session.id) is asyncio.current_task():
                 del self.timers[session.id]
             if session.phase == "backoff" and session.desired_state == "running" \
-                    and session.id in self.ctx.store.sessions:
+                    and session.id in self.host.store.sessions:
                 await self.start_attempt(session, "restart_policy")  # BACKOFF -> STARTING
-                await self.ctx.pipeline.flush(self.ctx.store)
+                await self.host.pipeline.flush(self.host.store)
 
     def cancel_timer(self, session_id: str) -> None:
         timer = self.timers.pop(session_id, None)
@@ -201,7 +203,7 @@ class Reconciler:
         live = self.live.get(session.id)
         if live is None or live.handle is None:
             return
-        self.record(session, session.begin_stop, reason, self.ctx.clock.now_ns())
+        self.record(session, session.begin_stop, reason, self.host.clock.now_ns())
         await self._terminate(session, live)
 
     async def _terminate(self, session: Session, live: LiveAttempt) -> None:
@@ -221,7 +223,7 @@ class Reconciler:
         if live.exited.is_set():
             return True
         exited = asyncio.ensure_future(live.exited.wait())
-        timer = asyncio.ensure_future(self.ctx.clock.sleep(seconds))
+        timer = asyncio.ensure_future(self.host.clock.sleep(seconds))
         try:
             await asyncio.wait((exited, timer), return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -231,8 +233,8 @@ class Reconciler:
 
     async def kill_everything(self) -> None:
         """Runtime release: every process of the sandbox ended and reaped, no timers left."""
-        self.ctx.expiry.stop()  # no expiry without a runtime; start() it again on the next one
-        await self.ctx.contexts.close_all()  # contexts have no journal: they end with the runtime
+        self.host.expiry.stop()  # no expiry without a runtime; start() it again on the next one
+        await self.host.contexts.close_all()  # contexts have no journal: they end with the runtime
         for session_id in list(self.timers):
             self.cancel_timer(session_id)
         lives = list(self.live.values())
@@ -247,7 +249,52 @@ class Reconciler:
             except asyncio.TimeoutError:
                 log.error("attempt %s did not end after SIGKILL", live.attempt_id)
         # Whatever escaped the process groups (a daemonised grandchild) ends with the cgroups.
-        await asyncio.to_thread(self.ctx.runtime.release)
+        await asyncio.to_thread(self.host.isolation.release)
+
+    # ---- the runtime's pause: freeze, thaw, abandon ---------------------------------------------
+    async def settle(self) -> None:
+        """Wait for attempts whose process is still being started, so none escapes a freeze."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SETTLE_S
+        while any(live.handle is None and not live.exited.is_set() for live in self.live.values()):
+            if loop.time() >= deadline:
+                log.warning("attempts still starting after %.0f s; pausing anyway", SETTLE_S)
+                return
+            await asyncio.sleep(0.005)
+
+    def freeze_all(self, at_ns: int) -> list:
+        """SIGSTOP every running attempt and record ``session.paused``; no restart may begin."""
+        for session_id in list(self.timers):
+            self.cancel_timer(session_id)
+        frozen = []
+        for session in self.host.list_sessions():
+            live = self.live.get(session.id)
+            if live is None or live.handle is None or live.exited.is_set() \
+                    or session.phase not in (Phase.STARTING, Phase.RUNNING):
+                continue
+            live.handle.send_signal(signals.SIGSTOP)
+            self.record(session, session.freeze, at_ns)
+            frozen.append((session, live))
+        return frozen
+
+    async def thaw_all(self, frozen: list, at_ns: int) -> None:
+        """Undo ``freeze_all``: SIGCONT, ``session.resumed``, restarts the freeze cancelled re-armed."""
+        for session, live in frozen:
+            live.handle.send_signal(signals.SIGCONT)
+            self.record(session, session.thaw, at_ns)
+        for session in self.host.list_sessions():
+            if session.phase == Phase.BACKOFF and session.desired_state == "running" \
+                    and session.id not in self.timers:
+                await self.start_attempt(session, "restart_policy")
+
+    def abandon_all(self, abandoned: bool) -> None:
+        """From a pause's point of no return on, nothing this runtime's processes do is a fact
+        to record (no timers either); ``False`` takes that back when the checkpoint failed."""
+        if abandoned:
+            for session_id in list(self.timers):  # an exit racing the freeze may have armed one
+                self.cancel_timer(session_id)
+        for live in self.live.values():
+            live.abandoned = abandoned
 
     def terminal_for(self, session: Session) -> TerminalSize | None:
         if not session.is_pty:

@@ -3,7 +3,7 @@
 A sandbox is either *running* (in ``services``: an open store, sessions in memory, processes)
 or *parked* (in ``parked``: only its Sandbox record; its rootfs holds the sealed store and the
 checkpoint manifest). Pause moves it from one to the other through the pause hook
-(``lifecycle.pause_runtime``). Resume verifies the manifest, reopens the store, rebuilds every
+(``pause_hook.pause_runtime``). Resume verifies the manifest, reopens the store, rebuilds every
 aggregate from its snapshot plus tail, and replaces the runtime (generation + 1, §6.6 recovery).
 A server start treats a sandbox that was not cleanly paused as a crash: the same replacement.
 """
@@ -13,7 +13,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from .lifecycle import BARRIER_DRAIN_S, PauseCancelled, RuntimeGate, Ticket, pause_runtime, verify_manifest
+from .pause_hook import BARRIER_DRAIN_S, PauseCancelled, pause_runtime, verify_manifest
+from .runtime_gate import RuntimeGate, Ticket
 from .model.errors import (
     DomainError,
     InsufficientStorageError,
@@ -33,8 +34,8 @@ ADMIT_TRIES = 3
 PAUSE_MIN_FREE_BYTES = 16 * 1024 * 1024  # room for the snapshots and the WAL of a checkpoint
 
 
-class SandboxRuntimes:
-    """The runtime transitions of a manager's sandboxes (``manager.runtimes``): admission, pause,
+class RuntimeTransitions:
+    """The runtime transitions of a manager's sandboxes (``manager.transitions``): admission, pause,
     resume, the start-up decision, config changes, ttl sweeps and the shutdown checkpoint. It owns
     the per-sandbox gates; the registry of running and parked sandboxes is the manager's."""
 
@@ -54,10 +55,10 @@ class SandboxRuntimes:
         """Let a session call in (contract §4.2): a paused sandbox is resumed when it has
         ``auto_resume``, else 503; while a pause runs, mutating calls get 503."""
         for _ in range(ADMIT_TRIES):
-            if sandbox_id not in self.manager.services and sandbox_id not in self.manager.parked:
+            if sandbox_id not in self.manager.running and sandbox_id not in self.manager.parked:
                 raise SandboxNotFoundError()  # no gate object is kept for an id that does not exist
             gate = self.gate(sandbox_id)
-            if sandbox_id in self.manager.services:
+            if sandbox_id in self.manager.running:
                 if gate.barrier and (gate.sealing or gate.automatic):
                     gate.cancel_requested = gate.automatic  # a ttl pause gives way to access
                     async with gate.lock:  # a committed pause finishes; then we resume
@@ -91,7 +92,7 @@ class SandboxRuntimes:
             try:
                 paused = await pause_runtime(service, gate, self.manager.checkpoints, self.manager.hub, self.manager.clock,
                                              by_user=by_user, drain_s=drain_s)
-                del self.manager.services[sandbox_id]
+                del self.manager.running[sandbox_id]
                 self.manager.parked[sandbox_id] = paused
                 await self.manager.network.detach(sandbox_id)  # the runtime's processes are gone
                 return paused
@@ -119,7 +120,7 @@ class SandboxRuntimes:
         """Bring a paused sandbox back as a new runtime generation (a no-op when running)."""
         gate = self.gate(sandbox_id)
         async with gate.lock:
-            service = self.manager.services.get(sandbox_id)
+            service = self.manager.running.get(sandbox_id)
             if service is not None:
                 return service.store.sandbox
             sandbox = self.manager.parked.get(sandbox_id)
@@ -163,7 +164,7 @@ class SandboxRuntimes:
         except BaseException:
             await self.manager.network.detach(sandbox_id)
             raise
-        self.manager.services[sandbox_id] = service
+        self.manager.running[sandbox_id] = service
         if self.manager.checkpoints is not None:  # from now on a restart without a pause is a crash
             await asyncio.to_thread(self.manager.checkpoints.discard_manifest, sandbox_id)
 
@@ -208,7 +209,7 @@ class SandboxRuntimes:
                 if "network" in changes:
                     await self.manager.network.apply(sandbox_id, old_network)
                 raise
-        if sandbox_id in self.manager.services and "resources" in changes and changes["resources"] != before:
+        if sandbox_id in self.manager.running and "resources" in changes and changes["resources"] != before:
             await self.pause(sandbox_id, by_user=False)
             await self.resume(sandbox_id)
         return self.manager.sandbox(sandbox_id)
@@ -219,7 +220,7 @@ class SandboxRuntimes:
 
     async def _record_sandbox(self, sandbox_id: str, command):
         now = self.manager.clock.now_ns()
-        service = self.manager.services.get(sandbox_id)
+        service = self.manager.running.get(sandbox_id)
         if service is not None:
             command(service.store.sandbox, now)
             self.manager.pipeline.stage(service.store, service.store.sandbox)
@@ -261,7 +262,7 @@ class SandboxRuntimes:
         for sandbox in self.manager.list():
             if sandbox.hard_expires_ns and now >= sandbox.hard_expires_ns:
                 due.append(self.manager.delete(sandbox.id))
-            elif sandbox.id in self.manager.services and sandbox.expires_ns and now >= sandbox.expires_ns:
+            elif sandbox.id in self.manager.running and sandbox.expires_ns and now >= sandbox.expires_ns:
                 due.append(self.pause(sandbox.id, automatic=True))
         for outcome in await asyncio.gather(*due, return_exceptions=True):
             if isinstance(outcome, BaseException) and not isinstance(outcome, SandboxNotFoundError):
@@ -271,7 +272,7 @@ class SandboxRuntimes:
     async def checkpoint_all(self) -> None:
         """A clean shutdown pauses every running sandbox through the same hook."""
         await self.stop_sweeping()
-        await asyncio.gather(*(self._checkpoint_for_shutdown(sid) for sid in list(self.manager.services)))
+        await asyncio.gather(*(self._checkpoint_for_shutdown(sid) for sid in list(self.manager.running)))
 
     async def _checkpoint_for_shutdown(self, sandbox_id: str) -> None:
         try:
