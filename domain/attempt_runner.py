@@ -9,34 +9,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal as signals
-from dataclasses import dataclass, field
 
+from .live_attempt import LiveAttempt
 from .model.errors import OperationFailedError, UnavailableError
 from .model.phases import Phase
 from .model.session import READINESS_TIMEOUT, START_FAILED, Session
 from .ports import AttemptHandle, AttemptHost, ExitStatus, StartFailedError, TerminalSize
 
 log = logging.getLogger(__name__)
-INPUT_QUEUE_OPS = 256
-INPUT_QUEUE_BYTES = 16 * 1024 * 1024  # stdin not yet written to the process, per attempt
 KILL_WAIT_S = 5.0
 SETTLE_S = 5.0  # an attempt whose process is being started when a freeze comes
-_CLOSE = object()  # an input op meaning "EOF after everything queued before it"
-
-
-@dataclass
-class LiveAttempt:
-    attempt_id: str
-    handle: AttemptHandle | None = None
-    ops: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(INPUT_QUEUE_OPS))
-    input_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    exited: asyncio.Event = field(default_factory=asyncio.Event)
-    eof_queued: bool = False
-    queued_bytes: int = 0
-    exit_reason: str = ""
-    tasks: set = field(default_factory=set)
-    token_tail: bytes = b""
-    abandoned: bool = False  # the runtime is being released: the exit is not a fact to record
 
 
 class AttemptRunner:
@@ -90,7 +72,7 @@ class AttemptRunner:
         live.handle = handle
         self.record(session, session.record_started, handle.pid, handle.start_time, host.clock.now_ns())
         self._arm_readiness(session, live)
-        self._spawn(self._pump_input(session, live), live.tasks)
+        self._spawn(live.pump_input(session.id), live.tasks)
         self._spawn(self._watch_exit(session, live))
         return None
 
@@ -126,34 +108,8 @@ class AttemptRunner:
                 live.token_tail = window[-(len(token) - 1):] if len(token) > 1 else b""
 
     # ---- input ------------------------------------------------------------------------------
-    async def _pump_input(self, session: Session, live: LiveAttempt) -> None:
-        while True:
-            op, done = await live.ops.get()
-            try:
-                if op is _CLOSE:
-                    await live.handle.close_input()
-                else:
-                    try:
-                        await live.handle.write(op)
-                    finally:
-                        live.queued_bytes -= len(op)
-                if done is not None and not done.done():
-                    done.set_result(None)
-            except (OSError, RuntimeError) as exc:
-                if done is not None and not done.done():
-                    done.set_exception(OperationFailedError("process not running"))
-                log.debug("input to %s dropped: %s", session.id, exc)
-
     def queue_input(self, live: LiveAttempt, data: bytes, eof: bool) -> asyncio.Future | None:
-        loop = asyncio.get_running_loop()
-        close_done = loop.create_future() if eof else None
-        if data:
-            live.queued_bytes += len(data)
-            live.ops.put_nowait((data, None))
-        if eof:
-            live.eof_queued = True
-            live.ops.put_nowait((_CLOSE, close_done))
-        return close_done
+        return live.queue(data, eof)
 
     # ---- exits ------------------------------------------------------------------------------
     async def _watch_exit(self, session: Session, live: LiveAttempt) -> None:

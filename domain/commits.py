@@ -28,6 +28,7 @@ from eventsourcing.domain import BaseAggregate
 from .model.journal import OUTPUT_TOPIC
 from .model.retention import chunk_limit
 from .ports import CommitOutcome, CommitSink, Pausable
+from .flush_waiters import FlushWaiters, resolve
 from .store_faults import StoreBatch, StoreFaults, unencodable
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ class CommitPipeline:
         self._on_committed = on_committed
         # id(aggregate) -> what it owes the store (aggregates are unhashable)
         self._pending: dict[int, _Pending] = {}
-        self._waiters: list[tuple[asyncio.Future, object]] = []  # (future, store or None = all)
+        self._waiters = FlushWaiters()
         self._busy = False
         self._scheduled = False
         self._uncommitted_output = 0
@@ -129,8 +130,7 @@ class CommitPipeline:
     async def flush(self, store=None) -> None:
         """A durability point: return once everything staged so far for ``store`` (every store
         when None) is committed; raise the store's error if that commit was refused."""
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append((waiter, store))
+        waiter = self._waiters.add(store)
         self._schedule()
         await waiter
 
@@ -169,7 +169,7 @@ class CommitPipeline:
             self._shared_at = now
         self._contended = now - self._shared_at < CONTENDED_S
         share = CONTENDED_SHARE if self._contended else TICK_SHARE
-        if any(store is None for _, store in self._waiters):  # flush() of every store: drain all
+        if self._waiters.wants_all():  # flush() of every store: drain all
             share = None
         for owed in pending.values():
             session = owed.aggregate
@@ -190,9 +190,7 @@ class CommitPipeline:
                     batch = batches[owed.store] = StoreBatch(owed.store)
                 batch.add(session, events, owed.snapshots, taken)
         held = self.faults.merge_backlogs(batches, now)  # refused stores wait for their retry
-        taken, self._waiters, waiters = self._waiters, [], []
-        for entry in taken:  # a waiter on a store held for its retry is answered by that retry
-            (self._waiters if entry[1] in held else waiters).append(entry)
+        waiters = self._waiters.take_all_but(held)  # one on a held store is answered by its retry
         held_errors = {store: self.faults.error(store) for store in held}  # for flush() of every store
         tick = []
         for batch in batches.values():
@@ -205,7 +203,7 @@ class CommitPipeline:
                 self._settle_output(batch)
         self._arm_retry(now)
         if not tick:
-            self._resolve(waiters, held_errors)
+            resolve(waiters, held_errors)
             return
         self._busy = True
         self._sink.submit([(b.store.journal, b.events, b.snapshots) for b in tick],
@@ -253,7 +251,7 @@ class CommitPipeline:
                     self._on_committed(batch.store, session, events)
             self._settle_output(batch)
         self._resume_sources()
-        self._resolve(waiters, errors)
+        resolve(waiters, errors)
         self._arm_retry(loop_now)
         if self._pending or self._waiters:
             self._schedule()
@@ -294,23 +292,5 @@ class CommitPipeline:
                 self.add_output(batch.store, session, stream, data, None)
         # A request that staged on this store after the failed tick began must not be told
         # its events are committed: they were voided with the rollback.
-        kept = []
-        for waiter, store in self._waiters:
-            if store is None or store is batch.store:
-                if not waiter.done():
-                    waiter.set_exception(unencodable())
-            else:
-                kept.append((waiter, store))
-        self._waiters = kept
-
-    @staticmethod
-    def _resolve(waiters, errors: dict) -> None:
-        for waiter, store in waiters:
-            if waiter.done():
-                continue
-            error = errors.get(store) if store is not None else next(iter(errors.values()), None)
-            if error is None:
-                waiter.set_result(None)
-            else:
-                waiter.set_exception(error)
+        self._waiters.fail(batch.store, unencodable())
 

@@ -85,3 +85,10 @@ class Context:
 
     def raw_output(self) -> str:
         return "".join(text for _source, text in self.chunks)
+
+    def is_due(self, now_ns: int, finished_ttl_s: float) -> bool:
+        """Past its ttl or idle timeout, or finished for longer than ``finished_ttl_s``."""
+        request = self.request
+        return bool((request.ttl_s and now_ns - self.created_ns > request.ttl_s * 1e9)
+                    or (request.idle_timeout_s and now_ns - self.last_activity_ns > request.idle_timeout_s * 1e9)
+                    or (self.finished_ns and now_ns - self.finished_ns > finished_ttl_s * 1e9))

@@ -290,14 +290,7 @@ class SandboxContexts:
 
     def due(self, now_ns: int) -> list[str]:
         """Contexts past their ttl, idle timeout, or finished for longer than FINISHED_TTL_S."""
-        out = []
-        for context in self.list():
-            request = context.request
-            if (request.ttl_s and now_ns - context.created_ns > request.ttl_s * 1e9) \
-                    or (request.idle_timeout_s and now_ns - context.last_activity_ns > request.idle_timeout_s * 1e9) \
-                    or (context.finished_ns and now_ns - context.finished_ns > FINISHED_TTL_S * 1e9):
-                out.append(context.id)
-        return out
+        return [context.id for context in self.list() if context.is_due(now_ns, FINISHED_TTL_S)]
 
 
 async def _first_of(*awaitables) -> int:

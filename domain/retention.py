@@ -22,7 +22,7 @@ import logging
 from functools import partial
 from typing import TYPE_CHECKING
 
-from .model.events import Snapshot
+from .model.event_base import Snapshot
 from .model.journal import LIFECYCLE_TOPICS
 from .model.retention import trim
 from .ports import Clock, JournalStore

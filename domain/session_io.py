@@ -13,7 +13,7 @@ from .model.errors import InputBufferFullError, OperationFailedError
 from .model.commands import InputRequest, ResizeRequest, SignalRequest
 from .model.session import input_digest
 from .model.signals import signal_description
-from .attempt_runner import INPUT_QUEUE_BYTES, INPUT_QUEUE_OPS
+from .live_attempt import INPUT_QUEUE_BYTES, INPUT_QUEUE_OPS
 
 if TYPE_CHECKING:
     from .sandbox_runtime import SandboxRuntime

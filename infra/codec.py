@@ -15,7 +15,7 @@ import orjson
 import zstandard
 from eventsourcing.persistence import Transcoder
 
-from session_supervisor.domain.model.events import EPOCH, timestamp_of
+from session_supervisor.domain.model.event_base import EPOCH, timestamp_of
 
 COMPRESS_MIN = 1024
 # A blob this large is compressed only if a sample of it compresses: random or already

@@ -28,7 +28,7 @@ from .errors import APIError, Conflict, NotFound
 from .harness_presets import NAMES, harness_spec, preset
 from .harness_protocols import (PROTOCOLS, AttemptEnded, HarnessCallError, HarnessError, HarnessTimeout,
                                 WriteRefused as _WriteRefused)
-from .harness_state import DriverState, LineBuffer
+from .harness_state import DriverState, LineBuffer, PendingCall, fail_all
 
 __all__ = ["HarnessDriver", "HarnessError", "HarnessCallError", "HarnessTimeout", "AttemptEnded",
            "harness_spec", "preset", "NAMES"]
@@ -37,14 +37,6 @@ DEFAULT_TIMEOUT_S = 60.0
 SAVE_EVERY_S = 0.2
 CLIENT_INFO = {"name": "sessionctl", "title": "Session supervisor client", "version": "0.1.0"}
 _DEAD_PHASES = ("exited", "failed", "stopped", "pending")
-
-
-class _Pending:
-    def __init__(self, attempt_id: str) -> None:
-        self.attempt_id = attempt_id
-        self.done = threading.Event()
-        self.record: dict | None = None
-        self.error: Exception | None = None
 
 
 class HarnessDriver:
@@ -223,7 +215,7 @@ class HarnessDriver:
             if not attempt:
                 raise _WriteRefused()
             key, record = self.protocol.encode(method, params, self._next_number())
-            pending = self._pending[key] = _Pending(attempt)
+            pending = self._pending[key] = PendingCall(attempt)
         try:
             self._write(record, attempt)
             if not pending.done.wait(max(0.0, deadline - time.monotonic())):
@@ -306,10 +298,7 @@ class HarnessDriver:
             self._notes.put(record)
 
     def _fail_pending(self, error: Exception) -> None:
-        for pending in self._pending.values():
-            if not pending.done.is_set():
-                pending.error = error
-                pending.done.set()
+        fail_all(self._pending.values(), error)
 
     def _save(self, force: bool = False) -> None:
         now = time.monotonic()

@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import tempfile
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -79,3 +80,20 @@ class LineBuffer:
         self.pending += data
         *lines, self.pending = self.pending.split(b"\n")
         return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+
+
+class PendingCall:
+    """A request written to the harness, waiting for the answer on the attempt it went to."""
+
+    def __init__(self, attempt_id: str) -> None:
+        self.attempt_id = attempt_id
+        self.done = threading.Event()
+        self.record: dict | None = None
+        self.error: Exception | None = None
+
+
+def fail_all(pending, error: Exception) -> None:
+    for call in pending:
+        if not call.done.is_set():
+            call.error = error
+            call.done.set()

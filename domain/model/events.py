@@ -8,43 +8,11 @@ runtime generation the public record shows).
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from eventsourcing.domain import CanInitAggregate, CanMutateAggregate
 
-from eventsourcing.domain import (
-    CanCreateTimestamp,
-    CanInitAggregate,
-    CanMutateAggregate,
-    CanSnapshotAggregate,
-    MetaDomainEvent,
-)
-
+# Re-exported: the model reads the shared parts as ``ev.ns_of``, ``ev.Snapshot``, ...
+from .event_base import EPOCH, Snapshot, StrDomainEvent, ns_of, register_topics, timestamp_of  # noqa: F401
 from .phases import enter
-
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def timestamp_of(at_ns: int) -> datetime:
-    return EPOCH + timedelta(microseconds=at_ns // 1000)
-
-
-def ns_of(timestamp: datetime) -> int:
-    delta = timestamp - EPOCH
-    return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
-
-
-class StrDomainEvent(CanCreateTimestamp, metaclass=MetaDomainEvent):
-    """The library's DomainEvent insists on UUID ids; ours are ``ses-…`` strings (D6)."""
-
-    originator_id: str
-    originator_version: int
-    timestamp: datetime
-
-
-class Snapshot(CanSnapshotAggregate[str], StrDomainEvent):
-    TOPIC = "supervisor.Snapshot"
-    topic: str
-    state: dict
-
 
 class SessionEvent(CanMutateAggregate[str], StrDomainEvent):
     TOPIC = "supervisor.Session.Event"
@@ -325,14 +293,6 @@ class Expired(SessionEvent):
         s.expired = True
         s.updated_ns = ns_of(self.timestamp)
         enter(s, self.phase)  # EXITED|FAILED|BACKOFF|PENDING -> STOPPED
-
-
-def register_topics(*classes: type) -> None:
-    """Make explicit TOPICs resolvable (the library only registers classes nested in aggregates)."""
-    from eventsourcing.utils import register_topic
-
-    for cls in classes:
-        register_topic(cls.TOPIC, cls)
 
 
 register_topics(Snapshot, Created, Updated, DesiredStateChanged, AttemptStarting, AttemptStarted, Ready,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from .events import EPOCH, timestamp_of
+from .event_base import EPOCH, timestamp_of
 
 _SECONDS: dict[int, str] = {}  # whole second -> "YYYY-MM-DDTHH:MM:SS": strftime costs ~5 µs
 _SECOND = 1_000_000
