@@ -66,6 +66,7 @@ class FakeHost:
         self.expiry = Nothing()
         self._ids = iter(f"att-{n}" for n in range(1, 100))
         self._locks: dict[str, asyncio.Lock] = {}
+        self.sessions: list[Session] = []
 
     @property
     def generation(self) -> int:
@@ -73,6 +74,9 @@ class FakeHost:
 
     def new_attempt_id(self) -> str:
         return next(self._ids)
+
+    def list_sessions(self) -> list[Session]:
+        return self.sessions
 
     def launch_for(self, session: Session) -> Launch:
         return Launch(argv=session.spec["command"], cwd="/workspace", env={"A": "1"})
@@ -190,4 +194,39 @@ def test_releasing_the_runtime_kills_every_attempt_and_releases_the_isolation_wi
         process, = host.pipe_runner.processes
         assert not process.alive and signal.SIGKILL in process.signals
         assert host.isolation.released and host.journal() == before  # abandoned: not a fact to record
+    run(story)
+
+
+def test_a_freeze_stops_running_attempts_and_records_it_and_a_thaw_takes_it_back():
+    async def story():
+        async with runner() as (host, attempts):
+            session = new_session()
+            host.sessions.append(session)
+            await attempts.start_attempt(session, "initial")
+            await settle(host)
+            frozen = attempts.freeze_all(host.clock.now_ns())
+            await settle(host)
+            process, = host.pipe_runner.processes
+            assert process.signals == [signal.SIGSTOP] and session.phase == "paused"
+            assert host.journal()[-1] == "Paused"
+            await attempts.thaw_all(frozen, host.clock.now_ns())
+            await settle(host)
+            assert process.signals == [signal.SIGSTOP, signal.SIGCONT] and session.phase == "running"
+            assert host.journal()[-1] == "Resumed" and len(host.pipe_runner.processes) == 1
+    run(story)
+
+
+def test_an_abandoned_attempt_exits_without_a_recorded_fact_and_its_restart_timer_is_gone():
+    async def story():
+        async with runner() as (host, attempts):
+            session = new_session(lifecycle={"restart": {"policy": "always"}})
+            host.sessions.append(session)
+            await attempts.start_attempt(session, "initial")
+            await settle(host)
+            attempts.abandon_all(True)
+            before = host.journal()
+            process, = host.pipe_runner.processes
+            process.exit(1)
+            await settle(host)
+            assert host.journal() == before and not attempts.timers
     run(story)
