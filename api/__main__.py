@@ -47,6 +47,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def lease_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 2 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be between 2 and 3600 seconds, not {value}")
+    return value
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="sessiond", description="Session supervisor daemon: durable, "
                                      "event-sourced process sessions inside sandboxes.")
@@ -81,6 +91,24 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                        default=env("SESSIOND_SANDBOX_PIDS_MAX", "1024"),
                        help="processes per sandbox under the hardened runtime: a fork bomb stops there "
                             "(env SESSIOND_SANDBOX_PIDS_MAX; default %(default)s)")
+    cluster = serve.add_argument_group(
+        "more than one machine", "journals in PostgreSQL, workspaces in a shared directory, any node serves "
+        "any sandbox (README: More than one machine)")
+    cluster.add_argument("--database-url", metavar="URL", default=env("SESSIOND_DATABASE_URL", ""),
+                         help="postgresql://... (a unix socket: postgresql:///DB?host=/run/postgresql); "
+                              "without it the server keeps everything in DATA_DIR (env SESSIOND_DATABASE_URL)")
+    cluster.add_argument("--checkpoint-dir", type=Path, metavar="DIR", default=env("SESSIOND_CHECKPOINT_DIR") or None,
+                         help="shared directory for workspace checkpoints, the same on every node "
+                              "(env SESSIOND_CHECKPOINT_DIR; required with --database-url)")
+    cluster.add_argument("--node-id", metavar="NAME", default=env("SESSIOND_NODE_ID", ""),
+                         help="this node's unique name (env SESSIOND_NODE_ID; default: the host name and port)")
+    cluster.add_argument("--advertise-url", metavar="URL", default=env("SESSIOND_ADVERTISE_URL", ""),
+                         help="where the other nodes reach this one (env SESSIOND_ADVERTISE_URL; "
+                              "default http://HOST:PORT)")
+    cluster.add_argument("--lease-seconds", type=lease_seconds, metavar="N",
+                         default=env("SESSIOND_LEASE_SECONDS", "15"),
+                         help="a sandbox whose node stopped renewing for this long moves to another node "
+                              "(env SESSIOND_LEASE_SECONDS; default %(default)s)")
     serve.add_argument("--log-level", choices=LEVELS, default=env("SESSIOND_LOG_LEVEL", "info"),
                        help="env SESSIOND_LOG_LEVEL; default %(default)s")
     serve.add_argument("--access-log", action="store_true",
@@ -115,9 +143,32 @@ def main(argv: list[str] | None = None) -> None:
     except data_dir.DataDirError as error:
         fail(str(error))
     settings = Settings(host=args.host, port=args.port, data_dir=data, token=token, runtime=args.runtime,
-                        network=args.network, token_file=token_file, sandbox_pids_max=args.sandbox_pids_max)
+                        network=args.network, token_file=token_file, sandbox_pids_max=args.sandbox_pids_max,
+                        **cluster_settings(args))
     serve(settings, access_log=args.access_log)
     os.close(lock_fd)
+
+
+def cluster_settings(args: argparse.Namespace) -> dict:
+    """The more-than-one-machine settings, checked: one line for what is missing."""
+    if not args.database_url:
+        for flag, value in (("--checkpoint-dir", args.checkpoint_dir), ("--node-id", args.node_id),
+                            ("--advertise-url", args.advertise_url)):
+            if value:
+                fail(f"{flag} needs --database-url (without it the server runs on one machine)")
+        return {}
+    if not args.database_url.startswith(("postgresql://", "postgres://")):
+        fail("--database-url must be a postgresql:// URL")
+    if args.checkpoint_dir is None:
+        fail("--database-url needs --checkpoint-dir: a directory every node shares, for workspaces")
+    checkpoint_dir = args.checkpoint_dir.expanduser().resolve()
+    if not checkpoint_dir.is_dir() or not os.access(checkpoint_dir, os.W_OK):
+        fail(f"checkpoint dir {checkpoint_dir} is not a writable directory")
+    host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
+    advertise = args.advertise_url or (f"http://[{host}]:{args.port}" if ":" in host else f"http://{host}:{args.port}")
+    return {"database_url": args.database_url, "checkpoint_dir": checkpoint_dir,
+            "node_id": args.node_id or f"{socket.gethostname()}:{args.port}", "advertise_url": advertise.rstrip("/"),
+            "lease_seconds": float(args.lease_seconds)}
 
 
 def serve(settings: Settings, *, access_log: bool) -> None:

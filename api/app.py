@@ -9,6 +9,7 @@ from .browser import install_origin_check
 from .errors import handle_error
 from .gate import install_runtime_gate
 from .metrics import install_metrics
+from .proxy import install_forwarding
 from .routes import aerolvm, audit, contexts, files, health, journal, sandboxes, sessions, ui, ws
 from .routes import openapi as openapi_route
 
@@ -25,6 +26,7 @@ def create_app(container, *, name: str = "sessiond") -> Sanic:
     app.ctx.container = container
     install_origin_check(app)  # browsers: no foreign Origin on the API or its WebSockets
     install_auth(app, container.settings.token)
+    install_forwarding(app)  # after auth, before the gate: a sandbox another node runs is served there
     install_runtime_gate(app)  # after auth: only an authenticated call may wake a sandbox
     for module in (health, sandboxes, sessions, journal, audit, ws, aerolvm, contexts, files, ui):
         app.blueprint(module.bp)

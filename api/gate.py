@@ -53,8 +53,8 @@ def install_runtime_gate(app) -> None:
     @app.on_request
     async def admit_session_call(request: Request):
         sandbox_id = runtime_call(request)
-        if sandbox_id is None:
-            return None
+        if sandbox_id is None or getattr(request.ctx, "forward_to", None) is not None:
+            return None  # another node runs it: its own gate admits the call
         upgrade = request.headers.get("upgrade", "").lower() == "websocket"
         streaming = upgrade or request.path.endswith("/events/stream")
         mutating = upgrade or request.method not in READ_METHODS

@@ -51,6 +51,7 @@ class AttemptRunner:
         """Launch a new attempt. A launch failure is recorded (start_failed) and returned."""
         self.cancel_timer(session.id)
         host = self.host
+        host.check_fence()  # before anything is recorded: a node without the lease records nothing
         attempt_id = host.new_attempt_id()
         now = host.clock.now_ns()
         self.record(session, session.begin_attempt, attempt_id, reason, host.generation, now,

@@ -119,10 +119,12 @@ class SandboxFiles(Protocol):
 
 
 class Checkpoints(Protocol):
+    def fetch(self, sandbox_id: str, newest_here: bool) -> None: ...  # the last checkpointed workspace, here
     def seal(self, sandbox_id: str, store: SandboxStore) -> None: ...
     def write_manifest(self, sandbox_id: str, manifest: dict) -> None: ...
     def read_manifest(self, sandbox_id: str) -> dict | None: ...
     def discard_manifest(self, sandbox_id: str) -> None: ...
+    def remove(self, sandbox_id: str) -> None: ...  # the sandbox is deleted: its checkpoint too
 
 
 class CommitSink(Protocol):
@@ -193,6 +195,31 @@ class JournalStores(Protocol):
     def remove(self, sandbox_id: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class Whereabouts:
+    """Where a sandbox runs, as the ownership registry says now."""
+
+    exists: bool
+    owner_url: str | None = None  # another node runs it (a live lease): calls go there
+    last_owner_here: bool = False  # this node held it last (its workspace here is the newest)
+
+
+class SandboxOwnership(Protocol):
+    """Which node runs each sandbox (``infra.cluster``: a lease per sandbox in PostgreSQL, fenced by
+    an epoch that goes up on every takeover; ``networks.SoleOwner`` on one machine). Calls block."""
+
+    clustered: bool
+
+    def whereabouts(self, sandbox_id: str) -> Whereabouts: ...
+    def acquire(self, sandbox_id: str) -> bool: ...  # now ours (it was free, expired or ours); False: another node's
+    def release(self, sandbox_id: str, keep_running: bool) -> None: ...  # paused: any node may take it
+    def forget(self, sandbox_id: str) -> None: ...  # deleted
+    def renew(self) -> list[str]: ...  # renew every lease held; returns the sandboxes whose lease was lost
+    def fresh(self, sandbox_id: str) -> bool: ...  # renewed recently enough to start a process
+    def held_before(self) -> list[str]: ...  # what this node held when it last ran (start-up)
+    def orphans(self) -> list[str]: ...  # meant to run, but nobody holds them (a dead node's)
+
+
 class ContextHost(Protocol):
     """What contexts need from their sandbox's service: the session path's launch and runners."""
 
@@ -231,6 +258,7 @@ class AttemptHost(Protocol):
     @property
     def generation(self) -> int: ...
     def new_attempt_id(self) -> str: ...
+    def check_fence(self) -> None: ...  # raises unless this node may start processes for the sandbox
     def list_sessions(self) -> list[Session]: ...
     def launch_for(self, session: Session) -> Launch: ...
     def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus: ...

@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SWEEP_S = 1.0          # ttl and hard_ttl deadlines are enforced within about a second
-SHUTDOWN_DRAIN_S = 1.0  # at shutdown the HTTP server has already finished its requests
 ADMIT_TRIES = 3
 PAUSE_MIN_FREE_BYTES = 16 * 1024 * 1024  # room for the snapshots and the WAL of a checkpoint
 
@@ -42,7 +40,6 @@ class RuntimeTransitions:
     def __init__(self, manager: SandboxManager) -> None:
         self.manager = manager
         self.gates: dict[str, RuntimeGate] = {}
-        self._sweeper: asyncio.Task | None = None
 
     def gate(self, sandbox_id: str) -> RuntimeGate:
         gate = self.gates.get(sandbox_id)
@@ -95,6 +92,8 @@ class RuntimeTransitions:
                 del self.manager.running[sandbox_id]
                 self.manager.parked[sandbox_id] = paused
                 await self.manager.network.detach(sandbox_id)  # the runtime's processes are gone
+                # Any node may resume it now; a shutdown's pause is meant to come back running.
+                await asyncio.to_thread(self.manager.ownership.release, sandbox_id, not by_user)
                 return paused
             except PauseCancelled:
                 log.info("sandbox %s: ttl pause cancelled by a runtime call", sandbox_id)
@@ -129,7 +128,9 @@ class RuntimeTransitions:
             if sandbox.hard_expires_ns and self.manager.clock.now_ns() >= sandbox.hard_expires_ns:
                 await self.manager._remove(sandbox_id)
                 raise SandboxNotFoundError()
+            await self._take(sandbox_id)
             try:
+                await asyncio.to_thread(self.manager.checkpoints.fetch, sandbox_id, False)
                 store = await asyncio.to_thread(self._reopen_checked, sandbox_id)
                 await self._new_runtime(sandbox_id, store)
             except DomainError:
@@ -168,10 +169,47 @@ class RuntimeTransitions:
         if self.manager.checkpoints is not None:  # from now on a restart without a pause is a crash
             await asyncio.to_thread(self.manager.checkpoints.discard_manifest, sandbox_id)
 
+    async def _take(self, sandbox_id: str) -> None:
+        """This node's lease on the sandbox, before anything of it runs here (more than one node)."""
+        if not await asyncio.to_thread(self.manager.ownership.acquire, sandbox_id):
+            self.manager.parked.pop(sandbox_id, None)
+            raise UnavailableError("the sandbox is running on another node; try again")
+
+    async def adopt(self, sandbox_id: str, where) -> str | None:
+        """A sandbox nobody runs now (more than one node): parked here when a user paused it, else
+        taken over here. Returns the owner's URL when another node was quicker."""
+        async with self.gate(sandbox_id).lock:
+            if sandbox_id in self.manager.running:
+                return None
+            store = await asyncio.to_thread(self.manager._open, sandbox_id)
+            sandbox = store.sandbox
+            if sandbox.status == "paused" and sandbox.paused_by_user:
+                await asyncio.to_thread(store.close)
+                self.manager.parked[sandbox_id] = sandbox
+                return None
+            if not await asyncio.to_thread(self.manager.ownership.acquire, sandbox_id):
+                await asyncio.to_thread(store.close)
+                return (await asyncio.to_thread(self.manager.ownership.whereabouts, sandbox_id)).owner_url
+            self.manager.parked.pop(sandbox_id, None)
+            log.info("sandbox %s: taken over by this node", sandbox_id)
+            try:
+                # A crash leaves the newest workspace where it ran; elsewhere the last checkpoint.
+                await asyncio.to_thread(self.manager.checkpoints.fetch, sandbox_id, where.last_owner_here)
+                await self._bring_up_store(sandbox_id, store)
+            except BaseException:
+                await asyncio.to_thread(self.manager.ownership.release, sandbox_id, True)
+                raise
+        return None
+
     # ---- server start ----------------------------------------------------------------------------
     async def bring_up(self, sandbox_id: str) -> None:
         """A sandbox found at server start: parked if a user paused it, else a new runtime."""
+        if self.manager.placement.clustered:  # it was this node's: take its lease back first
+            await self._take(sandbox_id)
         store = await asyncio.to_thread(self.manager._open, sandbox_id)
+        await self._bring_up_store(sandbox_id, store)
+
+    async def _bring_up_store(self, sandbox_id: str, store) -> None:
         sandbox = store.sandbox
         if sandbox.status == "paused" and self.manager.checkpoints is not None:
             try:
@@ -183,6 +221,7 @@ class RuntimeTransitions:
                 await asyncio.to_thread(self._reap_leftovers, store)
                 await asyncio.to_thread(self.manager.checkpoints.seal, sandbox_id, store)
                 self.manager.parked[sandbox_id] = sandbox
+                await asyncio.to_thread(self.manager.ownership.release, sandbox_id, False)
                 return
             if manifest is None:
                 log.warning("sandbox %s: its pause never completed; replacing the runtime", sandbox_id)
@@ -229,53 +268,18 @@ class RuntimeTransitions:
         sandbox = self.manager.parked.get(sandbox_id)
         if sandbox is None:
             raise SandboxNotFoundError()
-        # Paused: only the stored record changes. Open the sealed store, commit, seal it again.
-        store = await asyncio.to_thread(self.manager.open_store, sandbox_id)
-        command(sandbox, now)
-        self.manager.pipeline.stage(store, sandbox)
+        # Paused: only the stored record changes. Open the sealed store, commit, seal it again
+        # (with more than one node, under a lease taken for this write alone).
+        await self._take(sandbox_id)
         try:
-            await self.manager.pipeline.flush(store)
+            store = await asyncio.to_thread(self.manager.open_store, sandbox_id)
+            command(sandbox, now)
+            self.manager.pipeline.stage(store, sandbox)
+            try:
+                await self.manager.pipeline.flush(store)
+            finally:
+                store.released = True
+                await self.manager.pipeline.run_in_writer(lambda: store.journal.seal())
         finally:
-            store.released = True
-            await self.manager.pipeline.run_in_writer(lambda: self.manager.checkpoints.seal(sandbox_id, store))
+            await asyncio.to_thread(self.manager.ownership.release, sandbox_id, False)
         return sandbox
-
-    # ---- ttl and hard_ttl ----------------------------------------------------------------------
-    def start_sweeping(self) -> None:
-        self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
-
-    async def stop_sweeping(self) -> None:
-        sweeper, self._sweeper = self._sweeper, None
-        if sweeper is not None:
-            sweeper.cancel()
-            await asyncio.gather(sweeper, return_exceptions=True)
-
-    async def _sweep_forever(self) -> None:
-        while True:
-            await self.manager.clock.sleep(SWEEP_S)
-            await self.sweep()
-
-    async def sweep(self) -> None:
-        """Past ``hard_expires_at``: deleted, even when paused. Past ``expires_at``: paused."""
-        now = self.manager.clock.now_ns()
-        due = []
-        for sandbox in self.manager.list():
-            if sandbox.hard_expires_ns and now >= sandbox.hard_expires_ns:
-                due.append(self.manager.delete(sandbox.id))
-            elif sandbox.id in self.manager.running and sandbox.expires_ns and now >= sandbox.expires_ns:
-                due.append(self.pause(sandbox.id, automatic=True))
-        for outcome in await asyncio.gather(*due, return_exceptions=True):
-            if isinstance(outcome, BaseException) and not isinstance(outcome, SandboxNotFoundError):
-                log.error("sandbox deadline sweep failed", exc_info=outcome)
-
-    # ---- shutdown -------------------------------------------------------------------------------
-    async def checkpoint_all(self) -> None:
-        """A clean shutdown pauses every running sandbox through the same hook."""
-        await self.stop_sweeping()
-        await asyncio.gather(*(self._checkpoint_for_shutdown(sid) for sid in list(self.manager.running)))
-
-    async def _checkpoint_for_shutdown(self, sandbox_id: str) -> None:
-        try:
-            await self.pause(sandbox_id, by_user=False, drain_s=SHUTDOWN_DRAIN_S)
-        except Exception:  # left running: shutdown() ends it, the next start replaces it
-            log.exception("sandbox %s could not be checkpointed at shutdown", sandbox_id)

@@ -36,7 +36,8 @@ class SandboxRuntime:
     def __init__(self, *, sandbox_id: str, store: SandboxStore, pipeline: CommitPipeline,
                  hub: Hub, pipe_runner: ProcessRunner, pty_runner: ProcessRunner,
                  isolation: SandboxIsolation, workspace: str, clock: Clock,
-                 new_uuid_hex: Callable[[], str], sandbox_env: dict[str, str], base_env: dict[str, str]):
+                 new_uuid_hex: Callable[[], str], sandbox_env: dict[str, str], base_env: dict[str, str],
+                 fence: Callable[[str], None] | None = None):
         self.sandbox_id = sandbox_id
         self.store = store
         self.pipeline = pipeline
@@ -50,6 +51,7 @@ class SandboxRuntime:
         self.new_uuid_hex = new_uuid_hex
         self.sandbox_env = sandbox_env
         self.base_env = base_env
+        self.fence = fence  # more than one node: raises unless this node's lease is fresh (placement)
         self.attempts = AttemptRunner(self)
         self.contexts = SandboxContexts(self)  # ended with the runtime: attempts.kill_everything
         self.lifecycle = SessionLifecycle(self)  # create, update, desired state, attempts, delete
@@ -137,8 +139,14 @@ class SandboxRuntime:
     def launch_process(self, argv: list[str], cwd: str, env_overrides: dict[str, str],
                        terminal: TerminalSize | None, term: str = "xterm-256color", attempt_id: str = "") -> Launch:
         """The one way a process of this sandbox (a session attempt or a context) is launched."""
+        self.check_fence()
         env = build_env(self.base_env, self.sandbox_env, env_overrides, term if terminal is not None else None)
         return self.isolation.launch(self.workspace, argv, cwd, env, terminal, attempt_id=attempt_id)
+
+    def check_fence(self) -> None:
+        """No process starts unless this node may run the sandbox (UnavailableError)."""
+        if self.fence is not None:
+            self.fence(self.sandbox_id)
 
     def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus:
         return self.isolation.translate_exit(status, attempt_id)

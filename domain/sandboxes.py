@@ -17,8 +17,19 @@ from .model.errors import InvalidRequestError, SandboxNotFoundError, Unavailable
 from .model.ids import sandbox_id_from
 from .model.network import template_policy
 from .model.sandbox import Sandbox
+from .deadlines import Deadlines
 from .networks import NoNetworks, SandboxNetworking
-from .ports import Checkpoints, Clock, Isolator, JournalStores, ProcessRunner, SandboxFiles, SandboxNetworks
+from .placement import Placement, SoleOwner
+from .ports import (
+    Checkpoints,
+    Clock,
+    Isolator,
+    JournalStores,
+    ProcessRunner,
+    SandboxFiles,
+    SandboxNetworks,
+    SandboxOwnership,
+)
 from .runtime_transitions import RuntimeTransitions
 from .sandbox_runtime import SandboxRuntime
 from .store_faults import store_error
@@ -37,7 +48,8 @@ class SandboxManager:
     def __init__(self, *, files: SandboxFiles, journals: JournalStores, pipeline: CommitPipeline, hub: Hub, pipe_runner: ProcessRunner,
                  pty_runner: ProcessRunner, isolator: Isolator, clock: Clock, new_uuid_hex: Callable[[], str], base_env: dict[str, str],
                  reap: Callable[[int, int], object], checkpoints: Checkpoints | None = None,
-                 networks: SandboxNetworks | None = None):
+                 networks: SandboxNetworks | None = None, ownership: SandboxOwnership | None = None,
+                 lease_seconds: float = 15.0):
         self.files = files
         self.journals = journals
         self.pipeline = pipeline
@@ -55,12 +67,19 @@ class SandboxManager:
         self.networks = networks or NoNetworks()  # domain.ports.SandboxNetworks
         self.network = SandboxNetworking(self.networks, lambda sandbox_id: sandbox_id in self.running)
         self._lock = asyncio.Lock()
+        # One node (SoleOwner) or several (infra.cluster): which node runs which sandbox.
+        self.placement = Placement(self, ownership or SoleOwner(), lease_seconds)
+        self.ownership = self.placement.ownership
         self.transitions = RuntimeTransitions(self)
         # Its calls, under the manager's name (the routes, the gate and the scenarios use them).
         r = self.transitions
         self.gate, self.admit, self.pause, self.resume, self.bring_up = r.gate, r.admit, r.pause, r.resume, r.bring_up
-        self.update, self.refresh, self.sweep, self.checkpoint_all = r.update, r.refresh, r.sweep, r.checkpoint_all
-        self.start_sweeping, self.stop_sweeping = r.start_sweeping, r.stop_sweeping
+        self.update, self.refresh = r.update, r.refresh
+        self.deadlines = Deadlines(self)
+        d = self.deadlines
+        self.sweep, self.checkpoint_all = d.sweep, d.checkpoint_all
+        self.start_sweeping, self.stop_sweeping = d.start_sweeping, d.stop_sweeping
+        self.locate = self.placement.locate
 
     def _service(self, sandbox_id: str, store: SandboxStore) -> SandboxRuntime:
         sandbox = store.sandbox
@@ -68,11 +87,12 @@ class SandboxManager:
         env.update(sandbox.config.get("env_vars") or {})
         workspace = self.files.workspace(sandbox_id)
         isolation = self.isolator.isolate(sandbox_id, workspace, sandbox.config)
+        fence = self.placement.fence if self.placement.clustered else None
         service = SandboxRuntime(sandbox_id=sandbox_id, store=store, pipeline=self.pipeline,
                                  hub=self.hub, pipe_runner=self.pipe_runner, pty_runner=self.pty_runner,
                                  isolation=isolation, workspace=workspace,
                                  clock=self.clock, new_uuid_hex=self.new_uuid_hex, sandbox_env=env,
-                                 base_env=self.base_env)
+                                 base_env=self.base_env, fence=fence)
         service.start()  # its sweeps end with release()
         return service
 
@@ -82,17 +102,24 @@ class SandboxManager:
 
     def _remove_files(self, sandbox_id: str) -> None:
         self.journals.remove(sandbox_id)
+        if self.checkpoints is not None:
+            self.checkpoints.remove(sandbox_id)
         self.files.remove(sandbox_id)
 
     # ---- startup --------------------------------------------------------------------------
     async def start(self) -> None:
         await self.networks.start()  # removes what a crashed server left behind
-        for sandbox_id in self.journals.list_ids():
+        if self.placement.clustered:  # only what this node ran before: the rest is other nodes'
+            ids = await asyncio.to_thread(self.ownership.held_before)
+        else:
+            ids = self.journals.list_ids()
+        for sandbox_id in ids:
             try:
                 await self.bring_up(sandbox_id)
             except Exception:
                 log.exception("sandbox %s could not be opened; left untouched", sandbox_id)
         self.start_sweeping()
+        self.placement.start()
 
     def _open(self, sandbox_id: str) -> SandboxStore:
         store = self.open_store(sandbox_id)
@@ -130,6 +157,8 @@ class SandboxManager:
         except Exception as exc:  # a full disk cannot even hold a new store: 507
             await asyncio.to_thread(self._remove_files, sandbox_id)
             raise store_error(exc) from exc
+        if not await asyncio.to_thread(self.ownership.acquire, sandbox_id):  # a new id: never taken
+            raise UnavailableError("the new sandbox's lease could not be taken")
         store.sandbox = Sandbox.claim(sandbox_id, template, config, self.clock.now_ns())
         service = self._service(sandbox_id, store)
         try:
@@ -138,6 +167,7 @@ class SandboxManager:
             await service.release()
             await service.close()
             await asyncio.to_thread(self._remove_files, sandbox_id)
+            await asyncio.to_thread(self.ownership.forget, sandbox_id)
             raise
         self.running[sandbox_id] = service
         self.pipeline.stage(store, store.sandbox)
@@ -203,8 +233,10 @@ class SandboxManager:
             await service.close()
             await self.network.detach(sandbox_id)
         await asyncio.to_thread(self._remove_files, sandbox_id)
+        await asyncio.to_thread(self.ownership.forget, sandbox_id)
 
     async def shutdown(self) -> None:
+        await self.placement.stop()
         await self.checkpoint_all()  # what is left could not be checkpointed: end it as before
         self.hub.close_all("shutdown")
         for service in self.running.values():

@@ -56,6 +56,7 @@ class Container:
     # (api/metrics.py). They only count; the write path never waits on them.
     observers: list = field(default_factory=list)
     dirs: SandboxDirectories | None = None
+    datastore: object | None = None  # the node's PostgreSQL pool, with more than one machine
 
     def __post_init__(self) -> None:
         self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
@@ -74,13 +75,37 @@ class Container:
         base_env = {k: os.environ[k] for k in BASE_ENV_KEYS if k in os.environ}
         base_env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin")
         dirs = self.dirs = SandboxDirectories(self.settings.data_dir)
+        journals, checkpoints, ownership = await asyncio.to_thread(self._stores, dirs)
         self.manager = SandboxManager(
-            files=dirs, journals=SqliteJournals(dirs.state_dir, dirs.root), pipeline=self.pipeline, hub=self.hub, checkpoints=Checkpoints(dirs),
+            files=dirs, journals=journals, pipeline=self.pipeline, hub=self.hub, checkpoints=checkpoints,
             pipe_runner=self.pipe_runner or PipeRunner(), pty_runner=self.pty_runner or PtyRunner(),
             isolator=self.runtime, clock=self.clock,
             new_uuid_hex=self.new_uuid_hex or (lambda: uuid.uuid4().hex), base_env=base_env,
-            reap=self.reap or reap_leftover, networks=self.networks)
+            reap=self.reap or reap_leftover, networks=self.networks, ownership=ownership,
+            lease_seconds=self.settings.lease_seconds)
         await self.manager.start()
+
+    @property
+    def node_id(self) -> str:
+        return self.settings.node_id or "local"
+
+    def _stores(self, dirs: SandboxDirectories):
+        """Journals, checkpoints and ownership: SQLite files in each sandbox's state dir on one
+        machine; PostgreSQL, a shared checkpoint dir and leases for several (blocking)."""
+        if not self.settings.clustered:
+            return SqliteJournals(dirs.state_dir, dirs.root), Checkpoints(dirs), None
+        from .cluster import LeaseOwnership
+        from .leases import Leases
+        from .pg_journal import PostgresJournals
+        from .pg_store import connect
+        from .shared_checkpoints import SharedCheckpoints
+
+        self.datastore = connect(self.settings.database_url)
+        leases = Leases(self.datastore)
+        leases.create_table()
+        ownership = LeaseOwnership(leases, self.node_id, self.settings.advertise_url, self.settings.lease_seconds)
+        return (PostgresJournals(self.datastore, ownership), SharedCheckpoints(dirs, self.settings.checkpoint_dir),
+                ownership)
 
     def sandbox_fs(self, sandbox_id: str) -> ConfinedFS:
         """The file API's view of one sandbox: its /workspace, and its /tmp when that is on disk
@@ -114,6 +139,8 @@ class Container:
             await self.manager.shutdown()
         if self.writer is not None:
             await asyncio.to_thread(self.writer.close)
+        if self.datastore is not None:
+            await asyncio.to_thread(self.datastore.close)
 
 
 def choose_networks(settings: Settings):

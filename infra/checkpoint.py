@@ -27,6 +27,12 @@ class Checkpoints:
     def _state(self, sandbox_id: str) -> Path:
         return self.dirs.state_dir(sandbox_id)
 
+    def fetch(self, sandbox_id: str, newest_here: bool) -> None:
+        """One machine: the sandbox's rootfs never leaves it, so there is nothing to bring."""
+
+    def remove(self, sandbox_id: str) -> None:
+        """The manifest is in the sandbox's state dir: it goes with the sandbox's directory."""
+
     # ---- the store ------------------------------------------------------------------------
     def seal(self, sandbox_id: str, store) -> None:
         """Close the sandbox's journal, complete and compacted on its rootfs (sync: run in a

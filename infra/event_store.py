@@ -19,6 +19,7 @@ from session_supervisor.domain.model.errors import UnavailableError
 from session_supervisor.domain.ports import CommitOutcome, StoredRow
 from session_supervisor.domain.store_faults import store_error, unencodable
 
+from .journal_common import encode_all, project, stored_row
 from .sqlite_factory import DB_NAME, TunedSQLiteFactory, prepare_database, store_env
 
 log = logging.getLogger(__name__)
@@ -33,14 +34,6 @@ PRUNE_SNAPSHOTS = (
 
 class StoreStillInUseError(OSError):
     pass
-
-
-def _project(initial, events):
-    # The library's default projector asserts a runtime Protocol on every event (x2.2 slower).
-    aggregate = initial
-    for event in events:
-        aggregate = event.mutate(aggregate)
-    return aggregate
 
 
 class _EventsApplication(Application[str]):
@@ -101,12 +94,12 @@ class SqliteJournal:
     # ---- loading ------------------------------------------------------------------------
     def load(self) -> list:
         repository = self._app.repository
-        return [repository.get(originator_id, projector_func=_project)
+        return [repository.get(originator_id, projector_func=project)
                 for originator_id in self._factory.originator_ids()]
 
     def stored_copy(self, originator_id: str):
         try:
-            return self._app.repository.get(originator_id, projector_func=_project)
+            return self._app.repository.get(originator_id, projector_func=project)
         except AggregateNotFoundError:
             return None
 
@@ -117,8 +110,8 @@ class SqliteJournal:
         (and read back for the loop to roll back to); the rest commits."""
         poisoned: set = set()
         mapper = self._app.mapper
-        stored = _encode(mapper, events, poisoned)
-        snaps = _encode(mapper, snapshots, poisoned) if snapshots else []
+        stored = encode_all(mapper, events, poisoned)
+        snaps = encode_all(mapper, snapshots, poisoned) if snapshots else []
         stored = [s for s in stored if s.originator_id not in poisoned]
         try:
             self._insert(stored, snaps)
@@ -148,11 +141,7 @@ class SqliteJournal:
         decode = self._decode
         with self._reading():
             rows = self._factory.select_topics(originator_id, gt, lte, topics, limit, desc)
-        out = []
-        for version, topic, state in rows:
-            fields = decode(state)
-            out.append(StoredRow(version, topic, fields, fields.pop("__ts", 0) * 1000))
-        return out
+        return [stored_row(decode, version, topic, state) for version, topic, state in rows]
 
     # ---- maintenance (the writer thread) --------------------------------------------------
     def trim_events(self, originator_id: str, gt: int, lte: int, keep_topics, limit: int,
@@ -169,19 +158,6 @@ class SqliteJournal:
 
     def free_bytes(self) -> int:
         return self._factory.free_bytes()
-
-
-def _encode(mapper, items: list, poisoned: set) -> list:
-    stored = []
-    for item in items:
-        if item.originator_id in poisoned:
-            continue
-        try:
-            stored.append(mapper.to_stored_event(item))
-        except Exception:
-            log.exception("event %s of %s cannot be encoded", item.originator_version, item.originator_id)
-            poisoned.add(item.originator_id)
-    return [s for s in stored if s.originator_id not in poisoned]
 
 
 class SqliteJournals:

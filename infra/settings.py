@@ -15,3 +15,14 @@ class Settings:
     network: str = "auto"  # netns | host | auto (netns when root with bwrap; see infra/netns.py)
     token_file: Path | None = None  # where the token came from, when it is the generated one
     sandbox_pids_max: int = 1024  # processes per sandbox under the hardened runtime (pids.max)
+    # More than one machine (README "More than one machine"): journals, sandbox records and
+    # leases in PostgreSQL, workspaces checkpointed into a directory every node shares.
+    database_url: str = ""  # "": the embedded default (SQLite per sandbox, one node)
+    checkpoint_dir: Path | None = None
+    node_id: str = ""
+    advertise_url: str = ""  # where the other nodes reach this one (forwarded calls)
+    lease_seconds: float = 15.0
+
+    @property
+    def clustered(self) -> bool:
+        return bool(self.database_url)

@@ -22,6 +22,7 @@ from ..aerolvm_attach import REPLAY_BYTES, Attach
 from ..errors import ApiError
 from ..schemas import parse_json
 from .ws import GONE, attachments
+from ..proxy import bridged, owned_here
 
 http_bp = Blueprint("aerolvm", url_prefix="/v1/sandboxes")
 attach_bp = Blueprint("aerolvm_attach", url_prefix="/v1/sandboxes")
@@ -158,10 +159,13 @@ async def session_recording(request: Request, sandbox_id: str, session_id: str):
 @attach_bp.on_request(priority=-1)  # after the app-wide bearer auth (priority 0)
 async def check_before_upgrade(request: Request):
     """404 for an unknown sandbox or session, as JSON, before the 101."""
+    if bridged(request):
+        return None
     service(request, request.match_info["sandbox_id"]).session(request.match_info["session_id"])
 
 
 @attach_bp.websocket("/<sandbox_id>/sessions/<session_id>/attach")
+@owned_here
 async def attach(request: Request, ws, sandbox_id: str, session_id: str):
     attach_ = Attach(ws, service(request, sandbox_id), session_id)
     try:

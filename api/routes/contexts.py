@@ -22,6 +22,7 @@ from session_supervisor.domain.model.timefmt import rfc3339
 from ..schemas import ok, parse_json
 from .sessions import service
 from .ws import GONE, first_done
+from ..proxy import bridged, owned_here
 
 log = logging.getLogger(__name__)
 
@@ -134,11 +135,12 @@ def _signal(value) -> int:
 @bp.on_request(priority=-1)  # after the app-wide bearer auth (priority 0)
 async def find_context_before_upgrade(request: Request):
     """404 context_not_found as a JSON envelope before the 101, as for the session WebSocket."""
-    if request.route is not None and request.route.name.endswith("context_ws"):
+    if request.route is not None and request.route.name.endswith("context_ws") and not bridged(request):
         contexts(request, request.match_info["sandbox_id"]).get(request.match_info["context_id"])
 
 
 @bp.websocket("/<context_id>/ws", ctx_action="context_ws")
+@owned_here
 async def context_ws(request: Request, ws, sandbox_id: str, context_id: str):
     try:
         ctxs = contexts(request, sandbox_id)

@@ -25,6 +25,7 @@ from session_supervisor.domain.model.json_fields import body_object
 from ..schemas import ok, parse_json
 from .sessions import service
 from .ws import GONE
+from ..proxy import owned_here
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +158,7 @@ _watch_ids = itertools.count(1)
 
 
 @bp.websocket("/watch", ctx_action="watch_files")
+@owned_here
 async def watch_files(request: Request, ws, sandbox_id: str):
     """{"action": "subscribe", path, recursive} -> {"type": "subscribed", watch_id, path} or
     {"type": "error", error}; then {"type": "event", watch_id, event, path} (create, write, remove,

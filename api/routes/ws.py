@@ -26,6 +26,7 @@ from ..wire import parse_cursor, parse_limit
 from .. import commands
 from ..browser import EchoedConsoleSubprotocol
 from .sessions import service
+from ..proxy import bridged, owned_here
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,8 @@ class _Subscription:
 @bp.on_request(priority=-1)  # after the app-wide bearer auth (priority 0)
 async def subscribe_before_upgrade(request: Request):
     """400 bad after/limit; 404; 410 expired cursor: all as JSON envelopes, before the 101."""
+    if bridged(request):
+        return None
     after = parse_cursor(request.args.get("after"))
     parse_limit(request.args.get("limit"))
     svc = service(request, request.match_info["sandbox_id"])
@@ -127,6 +130,7 @@ async def release_if_not_upgraded(request: Request, response):
 
 # ---- after the upgrade ------------------------------------------------------------------
 @bp.websocket("/ws", ctx_action="attach_session", subprotocols=EchoedConsoleSubprotocol())
+@owned_here
 async def session_ws(request: Request, ws, sandbox_id: str, session_id: str):
     sub: _Subscription = request.ctx.ws_subscription
     sub.owned = True

@@ -78,6 +78,9 @@ class FakeHost:
     def list_sessions(self) -> list[Session]:
         return self.sessions
 
+    def check_fence(self) -> None:
+        pass  # one node: always its own
+
     def launch_for(self, session: Session) -> Launch:
         return Launch(argv=session.spec["command"], cwd="/workspace", env={"A": "1"})
 

@@ -9,7 +9,7 @@ from session_supervisor.domain.model.session import Session
 from session_supervisor.domain.model.spec import normalize_spec
 from session_supervisor.domain.model.timefmt import rfc3339
 from session_supervisor.domain.retention import take_snapshot
-from session_supervisor.infra.event_store import _project
+from session_supervisor.infra.journal_common import project as _project
 
 T0 = 1_700_000_000_123_456_789
 SEC = 1_000_000_000

@@ -1,0 +1,130 @@
+"""Which node runs which sandbox (``manager.placement``), when there is more than one node.
+
+A sandbox runs on exactly one node: the one holding its lease (``SandboxOwnership``). A call
+for a sandbox is served where it runs; ``locate`` says whether that is here (None) or another
+node (its URL, and the API forwards the call there). A sandbox nobody runs (paused, or its
+node died and its lease expired) is adopted by the node that gets the next call for it: a
+paused one is parked here (resumed as usual), one that was running is taken over as a runtime
+replacement (generation + 1, unfinished attempts ``runtime_replaced``, recovery per policy),
+with the workspace of its last checkpoint. A sweep does the same, without a call, for a dead
+node's sandboxes that were running.
+
+Leases are renewed every third of their length. A lease lost (another node took the sandbox
+over) ends the runtime here at once, without recording anything more: the new owner's epoch
+fences every commit of this node, and no process is started here without a fresh lease.
+On one machine ``SoleOwner`` says every sandbox is this node's, and none of this runs.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from .model.errors import UnavailableError
+from .ports import SandboxOwnership, Whereabouts
+
+if TYPE_CHECKING:
+    from .sandboxes import SandboxManager
+
+log = logging.getLogger(__name__)
+
+
+class SoleOwner:
+    """One machine: every sandbox there is is this node's."""
+
+    clustered = False
+
+    def whereabouts(self, sandbox_id: str) -> Whereabouts:
+        return Whereabouts(exists=True, last_owner_here=True)
+
+    def acquire(self, sandbox_id: str) -> bool:
+        return True
+
+    def release(self, sandbox_id: str, keep_running: bool) -> None:
+        pass
+
+    def forget(self, sandbox_id: str) -> None:
+        pass
+
+    def renew(self) -> list[str]:
+        return []
+
+    def fresh(self, sandbox_id: str) -> bool:
+        return True
+
+    def held_before(self) -> list[str]:
+        return []
+
+    def orphans(self) -> list[str]:
+        return []
+
+
+class Placement:
+    def __init__(self, manager: SandboxManager, ownership: SandboxOwnership, lease_seconds: float) -> None:
+        self.manager = manager
+        self.ownership = ownership
+        self.lease_seconds = lease_seconds
+        self._task: asyncio.Task | None = None
+
+    @property
+    def clustered(self) -> bool:
+        return self.ownership.clustered
+
+    def fence(self, sandbox_id: str) -> None:
+        """Before a process starts: only while this node's lease is fresh (a node cut off from the
+        database must not start processes for a sandbox another node may be taking over)."""
+        if not self.ownership.fresh(sandbox_id):
+            raise UnavailableError("this node's lease on the sandbox is not current; no process is started")
+
+    # ---- calls ----------------------------------------------------------------------------------
+    async def locate(self, sandbox_id: str) -> str | None:
+        """Where a call for this sandbox is served: None here, else the owner's URL."""
+        if not self.clustered or sandbox_id in self.manager.running:
+            return None
+        where = await asyncio.to_thread(self.ownership.whereabouts, sandbox_id)
+        if where.owner_url is not None or not where.exists:
+            self.manager.parked.pop(sandbox_id, None)  # what this node knew of it is stale
+            return where.owner_url
+        return await self.manager.transitions.adopt(sandbox_id, where)
+
+    # ---- leases over time ----------------------------------------------------------------------
+    def start(self) -> None:
+        if self.clustered and self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._keep_leases())
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _keep_leases(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            try:
+                for sandbox_id in await asyncio.to_thread(self.ownership.renew):
+                    await self._lost(sandbox_id)
+                await self._adopt_orphans()
+            except Exception:  # the database may be away for a while: the next round retries
+                log.exception("renewing sandbox leases failed")
+
+    async def _lost(self, sandbox_id: str) -> None:
+        """Another node runs this sandbox now: end the runtime here, recording nothing more."""
+        service = self.manager.running.pop(sandbox_id, None)
+        if service is None:
+            return
+        log.warning("sandbox %s: its lease was taken over by another node; ending its runtime here", sandbox_id)
+        service.store.released = True  # the pipeline stages nothing more: the epoch would refuse it
+        for session in service.list_sessions():
+            self.manager.hub.close_session(session.id, "shutdown")
+        await service.release()
+        await service.close()
+        await self.manager.network.detach(sandbox_id)
+
+    async def _adopt_orphans(self) -> None:
+        """A dead node's running sandboxes come back on a live one without waiting for a call."""
+        for sandbox_id in await asyncio.to_thread(self.ownership.orphans):
+            try:
+                await self.locate(sandbox_id)
+            except Exception:
+                log.exception("sandbox %s: taking it over failed; the next sweep retries", sandbox_id)
