@@ -1,0 +1,223 @@
+"""Groundwork for the PostgreSQL journal store (issue 15): one pool per node, two tables per sandbox.
+
+Layout (measured, see the issue 15 notes and ``tests/bench/bench_pg_store.py``):
+
+* **One ``PostgresDatastore`` per node** (one psycopg pool, a few connections), shared by every
+  sandbox the node runs: thousands of sandboxes must not mean thousands of pools or connections.
+* **Two tables per sandbox**, made by eventsourcing's own ``PostgresAggregateRecorder`` with
+  ``events_table_name=``: ``<id>_events`` and ``<id>_snapshots``. The aggregate recorder takes no
+  ``LOCK TABLE`` and keeps no notification ids: sandboxes never serialise each other's inserts
+  (the application recorder locks its whole table on every insert), and nothing here needs a
+  global order. A sandbox's tables are as small as its own journal, so retention's DELETE and
+  VACUUM stall no other sandbox, and deleting a sandbox is one ``DROP TABLE`` (no DELETE of its
+  rows from a shared table, no dead tuples left for VACUUM). The composite type the recorder
+  inserts through (``stored_event_text``) is one per schema, made once by :func:`connect`.
+* **Fenced writes**: :func:`insert_batch` checks every sandbox's lease (``leases.fence``, a
+  ``FOR SHARE`` row lock) and inserts its events and snapshots in the same transaction, through
+  the recorder's own ``_insert_stored_events(cursor, ...)``. In pipeline mode the whole
+  transaction is one network round trip; the lease result is read before COMMIT is sent.
+* Snapshots are upserts: pause and retention may snapshot a session at the same version (the
+  SQLite store uses ``INSERT OR REPLACE`` for the same reason).
+
+Table names: a sandbox id is ``[a-z0-9][a-z0-9-]{0,62}``; PostgreSQL keeps 63 bytes of a name
+and silently cuts longer ones (two long ids could then share a table). Ids short enough keep a
+readable name (quoted: ids have ``-``); longer ones get ``sbh_`` + a 128-bit hash, a namespace
+no id can reach (ids have no ``_``).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import psycopg.errors
+from eventsourcing.persistence import Mapper, StoredEvent
+from eventsourcing.postgres import PostgresAggregateRecorder, PostgresDatastore
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import dict_row
+from psycopg.sql import SQL, Identifier
+
+from session_supervisor.domain.model.ids import is_sandbox_id
+
+from .codec import OrjsonTranscoder
+from .leases import TABLE as LEASES_TABLE, Lease, fence, judge, send_fence
+
+MAX_IDENTIFIER = 63  # NAMEDATALEN - 1
+SUFFIXES = ("_events", "_snapshots")
+ID_TYPE = "text"  # session ids are ``ses-…`` strings, not UUIDs
+
+# The datastore only knows these five; anything else in the URL (sslmode, options,
+# application_name, ...) is handed to libpq as it is.
+_DATASTORE_KEYS = ("dbname", "host", "port", "user", "password")
+
+
+def connect(database_url: str, *, pool_size: int = 2, max_overflow: int = 6, connect_timeout: float = 10.0,
+            lock_timeout_s: float = 5.0, idle_in_transaction_timeout_s: float = 10.0,
+            schema: str = "") -> PostgresDatastore:
+    """One node's datastore from a libpq URL or key=value string, e.g.
+    ``postgresql://user:pw@db:5432/sessiond`` or ``postgresql://user@/sessiond?host=/run/pg``
+    (a unix socket directory); the pool opens on first use. ``lock_timeout`` bounds every wait
+    for a row or table lock (a fenced write behind a takeover, a takeover behind a stuck writer);
+    ``idle_in_transaction_session_timeout`` makes the server end a transaction that a stalled
+    node left open, so its ``FOR SHARE`` lock cannot block a takeover for ever."""
+    params = conninfo_to_dict(database_url)
+    base = {key: str(params.pop(key, "") or "") for key in _DATASTORE_KEYS}
+    datastore = PostgresDatastore(
+        base["dbname"], base["host"], base["port"] or "5432", base["user"], base["password"],
+        connect_timeout=connect_timeout, idle_in_transaction_session_timeout=idle_in_transaction_timeout_s,
+        pool_size=pool_size, max_overflow=max_overflow, originator_id_type=ID_TYPE, schema=schema)
+    # Empty values would reach libpq as `key=''`, not as "use the default" (the user, the
+    # socket dir, ...): drop them. The pool is not open yet, so this is what it will use.
+    options = f"{params.pop('options', '')} -c lock_timeout={int(lock_timeout_s * 1000)}".strip()
+    kwargs = {k: v for k, v in base.items() if v} | params | {"options": options, "row_factory": dict_row}
+    kwargs.setdefault("application_name", "sessiond")
+    datastore.pool.kwargs = kwargs
+    _ensure_type(datastore)
+    return datastore
+
+
+def _ensure_type(datastore: PostgresDatastore) -> None:
+    """The recorders' composite type, once per schema. Two nodes starting together may both try:
+    the loser gets DuplicateObject or (same race, one step earlier) a unique violation on
+    pg_type; the library itself suppresses only the first."""
+    probe = PostgresAggregateRecorder(datastore, events_table_name="probe")
+    for statement in probe.sql_create_statements:
+        if "CREATE TYPE" in statement.as_string():
+            with datastore.transaction(commit=True) as cursor, contextlib.suppress(
+                    psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
+                cursor.execute(statement, prepare=False)
+    datastore.register_type_adapters()
+
+
+def table_names(sandbox_id: str) -> tuple[str, str]:
+    """``(events, snapshots)`` table names of a sandbox (see the module docstring)."""
+    if not is_sandbox_id(sandbox_id):
+        raise ValueError(f"not a sandbox id: {sandbox_id!r}")
+    stem = sandbox_id
+    if len(stem) + max(map(len, SUFFIXES)) > MAX_IDENTIFIER:
+        stem = "sbh_" + hashlib.blake2b(sandbox_id.encode(), digest_size=16).hexdigest()
+    return stem + SUFFIXES[0], stem + SUFFIXES[1]
+
+
+@dataclass
+class SandboxRecorders:
+    events: PostgresAggregateRecorder
+    snapshots: PostgresAggregateRecorder
+
+
+# Making a pair costs ~140 µs (SQL composition), a third of a one-event commit: keep them, per
+# datastore (weakly: a closed datastore takes its entries with it).
+_recorders: "weakref.WeakKeyDictionary[PostgresDatastore, dict[str, SandboxRecorders]]" = \
+    weakref.WeakKeyDictionary()
+_recorders_lock = threading.Lock()
+
+
+def recorders(datastore: PostgresDatastore, sandbox_id: str) -> SandboxRecorders:
+    """The two recorders of a sandbox: ``events.select_events(...)`` and the like read with them."""
+    with _recorders_lock:
+        cached = _recorders.setdefault(datastore, {})
+        pair = cached.get(sandbox_id)
+    if pair is not None:
+        return pair
+    events_table, snapshots_table = table_names(sandbox_id)
+    events = PostgresAggregateRecorder(datastore, events_table_name=events_table)
+    snapshots = PostgresAggregateRecorder(datastore, events_table_name=snapshots_table)
+    snapshots.insert_events_statement += SQL(
+        " ON CONFLICT (originator_id, originator_version) DO UPDATE"
+        " SET topic = EXCLUDED.topic, state = EXCLUDED.state")
+    pair = SandboxRecorders(events, snapshots)
+    with _recorders_lock:
+        cached[sandbox_id] = pair
+    return pair
+
+
+def create_sandbox_tables(datastore: PostgresDatastore, sandbox_id: str) -> SandboxRecorders:
+    """Both tables in one transaction (idempotent). Not ``recorder.create_table()``: that runs
+    CREATE TYPE in a transaction of its own each time, which fails (suppressed) after the first."""
+    pair = recorders(datastore, sandbox_id)
+    with datastore.transaction(commit=True) as cursor:
+        pair.events._create_table(cursor)
+        pair.snapshots._create_table(cursor)
+    return pair
+
+
+def drop_sandbox_tables(datastore: PostgresDatastore, sandbox_id: str) -> None:
+    """A deleted sandbox's journal goes with one statement (idempotent)."""
+    events_table, snapshots_table = table_names(sandbox_id)
+    schema = datastore.schema
+    with datastore.transaction(commit=True) as cursor:
+        cursor.execute(SQL("DROP TABLE IF EXISTS {}, {}").format(
+            Identifier(schema, events_table), Identifier(schema, snapshots_table)))
+    with _recorders_lock:
+        _recorders.get(datastore, {}).pop(sandbox_id, None)
+
+
+def mapper() -> Mapper:
+    """Domain events <-> stored events with the project's codec (no compressor: the codec
+    compresses large blobs itself)."""
+    return Mapper(transcoder=OrjsonTranscoder())
+
+
+@dataclass
+class SandboxWrite:
+    """One sandbox's share of a commit: its lease (the fencing token names the sandbox) and
+    its rows."""
+    lease: Lease
+    events: Sequence[StoredEvent] = ()
+    snapshots: Sequence[StoredEvent] = field(default_factory=tuple)
+
+
+def insert_batch(datastore: PostgresDatastore, writes: Iterable[SandboxWrite], *,
+                 pipeline: bool = True, leases_table: str = LEASES_TABLE) -> None:
+    """One transaction for several sandboxes (the writer's group commit): fence every lease,
+    insert every event and snapshot, commit. Raises ``LeaseLostError`` naming every sandbox
+    whose lease is gone; nothing of the batch is then committed, and the caller retries
+    without those sandboxes (they belong to another node now)."""
+    writes = [w for w in writes if w.events or w.snapshots]
+    if not writes:
+        return
+    leases = [w.lease for w in writes]
+    with datastore.get_connection() as conn:
+        if not pipeline:
+            with conn.transaction():
+                cursor = conn.cursor()
+                fence(cursor, leases, schema=datastore.schema, table=leases_table)
+                _insert_rows(datastore, cursor, writes)
+            return
+        # Pipelined, the whole transaction is one round trip: the fence's rows are read after
+        # the inserts were queued but before COMMIT is sent. The inserts ran under its row locks
+        # and nothing commits unless it passes, so the check is as strict as fencing first.
+        with conn.pipeline(), conn.transaction():
+            cursor = conn.cursor()
+            fenced = send_fence(cursor, leases, schema=datastore.schema, table=leases_table)
+            _insert_rows(datastore, cursor, writes)
+            try:
+                rows = fenced.fetchall()  # the sync: errors of the inserts surface here
+            except psycopg.Error as exc:
+                # A stale writer's inserts often collide with the new owner's versions: report
+                # the lost lease, the cause, rather than the duplicate key it led to.
+                with contextlib.suppress(psycopg.Error):
+                    judge(fenced.fetchall(), leases)
+                raise exc
+            judge(rows, leases)
+
+
+def _insert_rows(datastore, cursor, writes: Sequence[SandboxWrite]) -> None:
+    for write in writes:
+        pair = recorders(datastore, write.lease.sandbox_id)
+        if write.events:
+            pair.events._insert_stored_events(cursor, write.events)
+        if write.snapshots:
+            pair.snapshots._insert_stored_events(cursor, write.snapshots)
+
+
+def insert(datastore: PostgresDatastore, sandbox_id: str, lease: Lease,
+           stored_events: Sequence[StoredEvent], stored_snapshots: Sequence[StoredEvent] = (),
+           *, pipeline: bool = True) -> None:
+    """One sandbox's fenced commit (see :func:`insert_batch`)."""
+    if lease.sandbox_id != sandbox_id:
+        raise ValueError(f"lease of {lease.sandbox_id} cannot fence a write to {sandbox_id}")
+    insert_batch(datastore, [SandboxWrite(lease, stored_events, stored_snapshots)], pipeline=pipeline)
