@@ -38,7 +38,7 @@ from eventsourcing.persistence import Mapper, StoredEvent
 from eventsourcing.postgres import PostgresAggregateRecorder, PostgresDatastore
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composed, Identifier
 
 from session_supervisor.domain.model.ids import is_sandbox_id
 
@@ -106,6 +106,8 @@ def table_names(sandbox_id: str) -> tuple[str, str]:
 class SandboxRecorders:
     events: PostgresAggregateRecorder
     snapshots: PostgresAggregateRecorder
+    insert_events: Composed  # the binary-array inserts (see _binary_insert)
+    insert_snapshots: Composed
 
 
 # Making a pair costs ~140 µs (SQL composition), a third of a one-event commit: keep them, per
@@ -125,13 +127,26 @@ def recorders(datastore: PostgresDatastore, sandbox_id: str) -> SandboxRecorders
     events_table, snapshots_table = table_names(sandbox_id)
     events = PostgresAggregateRecorder(datastore, events_table_name=events_table)
     snapshots = PostgresAggregateRecorder(datastore, events_table_name=snapshots_table)
-    snapshots.insert_events_statement += SQL(
-        " ON CONFLICT (originator_id, originator_version) DO UPDATE"
-        " SET topic = EXCLUDED.topic, state = EXCLUDED.state")
-    pair = SandboxRecorders(events, snapshots)
+    snapshots.insert_events_statement += _UPSERT
+    pair = SandboxRecorders(events, snapshots, _binary_insert(datastore.schema, events_table),
+                            _binary_insert(datastore.schema, snapshots_table) + _UPSERT)
     with _recorders_lock:
         cached[sandbox_id] = pair
     return pair
+
+
+_UPSERT = SQL(" ON CONFLICT (originator_id, originator_version) DO UPDATE"
+              " SET topic = EXCLUDED.topic, state = EXCLUDED.state")
+
+
+def _binary_insert(schema: str, table: str) -> Composed:
+    """The recorder's INSERT, with the rows sent as four arrays in binary format instead of one
+    array of the composite ``stored_event_text`` (which psycopg sends as text: bytea as escaped
+    hex inside a composite inside an array). Same table, same columns; measured 1.2x faster for
+    1 x 100 B events, 2.6x for 100 x 100 B, 9x for 256 KiB blobs."""
+    return SQL("INSERT INTO {} (originator_id, originator_version, topic, state)"
+               " SELECT * FROM unnest(%b::text[], %b::int8[], %b::text[], %b::bytea[])").format(
+        Identifier(schema, table))
 
 
 def create_sandbox_tables(datastore: PostgresDatastore, sandbox_id: str) -> SandboxRecorders:
@@ -171,7 +186,7 @@ class SandboxWrite:
 
 
 def insert_batch(datastore: PostgresDatastore, writes: Iterable[SandboxWrite], *,
-                 pipeline: bool = True, leases_table: str = LEASES_TABLE) -> None:
+                 pipeline: bool = False, via_recorder: bool = False, leases_table: str = LEASES_TABLE) -> None:
     """One transaction for several sandboxes (the writer's group commit): fence every lease,
     insert every event and snapshot, commit. Raises ``LeaseLostError`` naming every sandbox
     whose lease is gone; nothing of the batch is then committed, and the caller retries
@@ -185,7 +200,7 @@ def insert_batch(datastore: PostgresDatastore, writes: Iterable[SandboxWrite], *
             with conn.transaction():
                 cursor = conn.cursor()
                 fence(cursor, leases, schema=datastore.schema, table=leases_table)
-                _insert_rows(datastore, cursor, writes)
+                _insert_rows(datastore, cursor, writes, via_recorder)
             return
         # Pipelined, the whole transaction is one round trip: the fence's rows are read after
         # the inserts were queued but before COMMIT is sent. The inserts ran under its row locks
@@ -193,7 +208,7 @@ def insert_batch(datastore: PostgresDatastore, writes: Iterable[SandboxWrite], *
         with conn.pipeline(), conn.transaction():
             cursor = conn.cursor()
             fenced = send_fence(cursor, leases, schema=datastore.schema, table=leases_table)
-            _insert_rows(datastore, cursor, writes)
+            _insert_rows(datastore, cursor, writes, via_recorder)
             try:
                 rows = fenced.fetchall()  # the sync: errors of the inserts surface here
             except psycopg.Error as exc:
@@ -205,19 +220,25 @@ def insert_batch(datastore: PostgresDatastore, writes: Iterable[SandboxWrite], *
             judge(rows, leases)
 
 
-def _insert_rows(datastore, cursor, writes: Sequence[SandboxWrite]) -> None:
+def _insert_rows(datastore, cursor, writes: Sequence[SandboxWrite], via_recorder: bool) -> None:
     for write in writes:
         pair = recorders(datastore, write.lease.sandbox_id)
-        if write.events:
-            pair.events._insert_stored_events(cursor, write.events)
-        if write.snapshots:
-            pair.snapshots._insert_stored_events(cursor, write.snapshots)
+        for rows, recorder, statement in ((write.events, pair.events, pair.insert_events),
+                                          (write.snapshots, pair.snapshots, pair.insert_snapshots)):
+            if not rows:
+                continue
+            if via_recorder:
+                recorder._insert_stored_events(cursor, rows)
+            else:
+                cursor.execute(statement, ([e.originator_id for e in rows], [e.originator_version for e in rows],
+                                           [e.topic for e in rows], [e.state for e in rows]))
 
 
 def insert(datastore: PostgresDatastore, sandbox_id: str, lease: Lease,
            stored_events: Sequence[StoredEvent], stored_snapshots: Sequence[StoredEvent] = (),
-           *, pipeline: bool = True) -> None:
+           *, pipeline: bool = False, via_recorder: bool = False) -> None:
     """One sandbox's fenced commit (see :func:`insert_batch`)."""
     if lease.sandbox_id != sandbox_id:
         raise ValueError(f"lease of {lease.sandbox_id} cannot fence a write to {sandbox_id}")
-    insert_batch(datastore, [SandboxWrite(lease, stored_events, stored_snapshots)], pipeline=pipeline)
+    insert_batch(datastore, [SandboxWrite(lease, stored_events, stored_snapshots)],
+                 pipeline=pipeline, via_recorder=via_recorder)

@@ -1,6 +1,8 @@
 """The PostgreSQL store groundwork: per-sandbox tables through eventsourcing's recorder, fenced inserts."""
 from __future__ import annotations
 
+import os
+
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
@@ -75,14 +77,19 @@ def test_a_sandboxs_tables_are_made_once_dropped_with_one_call_and_a_long_id_get
     assert tables(store) == sorted([*table_names(long_id), "sandbox_leases"])
 
 
-@pytest.mark.parametrize("pipeline", [True, False], ids=["pipelined", "plain"])
-def test_a_fenced_insert_stores_a_sessions_events_and_snapshot_and_they_rebuild_it(store, pipeline):
+WAYS = pytest.mark.parametrize("way", [{}, {"pipeline": True}, {"via_recorder": True},
+                                        {"pipeline": True, "via_recorder": True}],
+                                 ids=["binary", "binary-pipelined", "recorder", "recorder-pipelined"])
+
+
+@WAYS
+def test_a_fenced_insert_stores_a_sessions_events_and_snapshot_and_they_rebuild_it(store, way):
     create_sandbox_tables(store, SB)
     lease = Leases(store).acquire(SB, "a", "http://a.test", 30)
     session, stored = session_events(3)
     snapshot = mapper().to_stored_event(ev.Snapshot.take(session))
-    insert(store, SB, lease, stored[:-1], pipeline=pipeline)
-    insert(store, SB, lease, stored[-1:], [snapshot], pipeline=pipeline)
+    insert(store, SB, lease, stored[:-1], **way)
+    insert(store, SB, lease, stored[-1:], [snapshot], **way)
 
     pair, m = recorders(store, SB), mapper()
     rows = pair.events.select_events(session.id)
@@ -95,7 +102,8 @@ def test_a_fenced_insert_stores_a_sessions_events_and_snapshot_and_they_rebuild_
     assert (rebuilt.version, rebuilt.phase) == (session.version, session.phase)
 
 
-def test_a_snapshot_at_the_same_version_replaces_the_older_one(store):
+@WAYS
+def test_a_snapshot_at_the_same_version_replaces_the_older_one(store, way):
     create_sandbox_tables(store, SB)
     lease = Leases(store).acquire(SB, "a", "http://a.test", 30)
     session, stored = session_events(1)
@@ -103,14 +111,14 @@ def test_a_snapshot_at_the_same_version_replaces_the_older_one(store):
     first = mapper().to_stored_event(ev.Snapshot.take(session))
     session.last_activity_ns += 1  # what moved between pause and retention at one version
     second = mapper().to_stored_event(ev.Snapshot.take(session))
-    insert(store, SB, lease, [], [first])
-    insert(store, SB, lease, [], [second])
+    insert(store, SB, lease, [], [first], **way)
+    insert(store, SB, lease, [], [second], **way)
     (only,) = recorders(store, SB).snapshots.select_events(session.id)
     assert only.state == second.state
 
 
-@pytest.mark.parametrize("pipeline", [True, False], ids=["pipelined", "plain"])
-def test_a_stale_owners_insert_is_refused_by_the_epoch_even_where_its_versions_collide(store, pg_url, pipeline):
+@WAYS
+def test_a_stale_owners_insert_is_refused_by_the_epoch_even_where_its_versions_collide(store, pg_url, way):
     create_sandbox_tables(store, SB)
     node_b = connect(pg_url)
     try:
@@ -120,21 +128,22 @@ def test_a_stale_owners_insert_is_refused_by_the_epoch_even_where_its_versions_c
         session, stored = session_events(2)
         insert(node_b, SB, fresh, stored[:3])
         with pytest.raises(LeaseLostError, match="held by b at epoch 2"):
-            insert(store, SB, stale, stored[3:], pipeline=pipeline)  # new versions: fenced only
+            insert(store, SB, stale, stored[3:], **way)  # new versions: fenced only
         with pytest.raises(LeaseLostError, match="held by b at epoch 2"):
-            insert(store, SB, stale, stored, pipeline=pipeline)  # colliding versions too
+            insert(store, SB, stale, stored, **way)  # colliding versions too
         assert [r.originator_version for r in recorders(store, SB).events.select_events(session.id)] == [1, 2, 3]
     finally:
         node_b.close()
 
 
-def test_the_owner_still_gets_a_duplicate_version_refused(store):
+@WAYS
+def test_the_owner_still_gets_a_duplicate_version_refused(store, way):
     create_sandbox_tables(store, SB)
     lease = Leases(store).acquire(SB, "a", "http://a.test", 30)
     _, stored = session_events(1)
     insert(store, SB, lease, stored)
     with pytest.raises((IntegrityError, psycopg.IntegrityError)):
-        insert(store, SB, lease, stored[-1:])
+        insert(store, SB, lease, stored[-1:], **way)
 
 
 def test_a_group_commit_over_two_sandboxes_commits_nothing_when_one_lease_is_lost(store):
@@ -157,3 +166,16 @@ def test_insert_refuses_a_lease_of_another_sandbox(store):
     lease = Leases(store).acquire(SB, "a", "http://a.test", 30)
     with pytest.raises(ValueError):
         insert(store, "sb-other", lease, session_events(1)[1])
+
+
+def test_large_binary_output_comes_back_byte_for_byte(store):
+    create_sandbox_tables(store, SB)
+    lease = Leases(store).acquire(SB, "a", "http://a.test", 30)
+    session = run(new_session())
+    blobs = [os.urandom(256 * 1024), bytes(range(256)) * 1024, b"\0" * 300_000]
+    for i, blob in enumerate(blobs):
+        session.record_output("stdout", blob, T0 + i)
+    m = mapper()
+    insert(store, SB, lease, [m.to_stored_event(e) for e in session.collect_events()])
+    back = [m.to_domain_event(r) for r in recorders(store, SB).events.select_events(session.id)]
+    assert [e.data for e in back if isinstance(e, ev.Output)] == blobs
