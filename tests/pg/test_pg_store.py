@@ -179,3 +179,17 @@ def test_large_binary_output_comes_back_byte_for_byte(store):
     insert(store, SB, lease, [m.to_stored_event(e) for e in session.collect_events()])
     back = [m.to_domain_event(r) for r in recorders(store, SB).events.select_events(session.id)]
     assert [e.data for e in back if isinstance(e, ev.Output)] == blobs
+
+
+def test_event_blobs_skip_pglz_and_retention_deletes_get_autovacuumed(store):
+    create_sandbox_tables(store, SB)
+    create_sandbox_tables(store, SB)  # idempotent, settings included
+    events, snapshots = table_names(SB)
+    with store.transaction() as cursor:
+        cursor.execute("SELECT attstorage FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'state'",
+                       (f'"{events}"',))
+        assert cursor.fetchone()["attstorage"] == "e"
+        cursor.execute("SELECT relname, reloptions FROM pg_class WHERE relname IN (%s, %s)", (events, snapshots))
+        options = {row["relname"]: row["reloptions"] for row in cursor.fetchall()}
+    assert "autovacuum_vacuum_threshold=10000" in options[events]
+    assert "autovacuum_vacuum_threshold=100" in options[snapshots]
