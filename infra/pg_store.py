@@ -1,28 +1,39 @@
 """Groundwork for the PostgreSQL journal store (issue 15): one pool per node, two tables per sandbox.
 
-Layout (measured, see the issue 15 notes and ``tests/bench/bench_pg_store.py``):
+Figures: ``python -m tests.bench.bench_pg_store`` (PostgreSQL 15, unix socket, fsync and
+``synchronous_commit`` on, 2 busy vCPUs: read ratios, not absolutes).
 
-* **One ``PostgresDatastore`` per node** (one psycopg pool, a few connections), shared by every
-  sandbox the node runs: thousands of sandboxes must not mean thousands of pools or connections.
-* **Two tables per sandbox**, made by eventsourcing's own ``PostgresAggregateRecorder`` with
-  ``events_table_name=``: ``<id>_events`` and ``<id>_snapshots``. The aggregate recorder takes no
-  ``LOCK TABLE`` and keeps no notification ids: sandboxes never serialise each other's inserts
-  (the application recorder locks its whole table on every insert), and nothing here needs a
-  global order. A sandbox's tables are as small as its own journal, so retention's DELETE and
-  VACUUM stall no other sandbox, and deleting a sandbox is one ``DROP TABLE`` (no DELETE of its
-  rows from a shared table, no dead tuples left for VACUUM). The composite type the recorder
-  inserts through (``stored_event_text``) is one per schema, made once by :func:`connect`.
-* **Fenced writes**: :func:`insert_batch` checks every sandbox's lease (``leases.fence``, a
-  ``FOR SHARE`` row lock) and inserts its events and snapshots in the same transaction, through
-  the recorder's own ``_insert_stored_events(cursor, ...)``. In pipeline mode the whole
-  transaction is one network round trip; the lease result is read before COMMIT is sent.
+* **One ``PostgresDatastore`` per node**: one psycopg pool (a few connections) for every sandbox
+  the node runs; thousands of sandboxes must not mean thousands of pools or connections.
+* **Two tables per sandbox**, ``<id>_events`` and ``<id>_snapshots``, created by eventsourcing's
+  ``PostgresAggregateRecorder(events_table_name=...)``, whose ``select_events`` reads them. That
+  recorder takes no ``LOCK TABLE`` and has no notification ids (the application recorder locks
+  its table on every insert; no global order is needed here). Costs: 6-20 ms of DDL at claim,
+  8 relations and ~50 KB per empty sandbox, ~2.5-10 KB of never-evicted catalog cache per sandbox
+  in each connection that wrote to it (recycled with the pool's ``max_lifetime``). Gains: removing
+  a 100k-event sandbox is a 12-14 ms ``DROP`` (a shared table: 88-122 ms of DELETE, then VACUUM,
+  then bloat), and a sandbox's retention DELETE and VACUUM touch its own small table only.
+  A shared table wins one thing: a writer tick over 50 sandboxes is one INSERT (2-3 ms) instead
+  of 50 (9-13 ms in one transaction, 6-7 ms pipelined; 38-45 ms as 50 transactions, today's
+  SQLite shape). Single-sandbox commits cost the same in both layouts.
+* **Inserts** go through four binary arrays (:func:`_binary_insert`), not the recorder's
+  ``_insert_stored_events`` (which works inside our transaction too, ``via_recorder=True``):
+  its one array of a composite type travels as text, 2.6-3x slower at 100 x 100 B and 8-10x at
+  256 KiB (6-9 MiB/s against 54-74). Event blobs are stored EXTERNAL: PostgreSQL's pglz, tried on
+  every zstd'd or random blob, cost 3.3x.
+* **Fenced writes**: :func:`insert_batch` share-locks and checks every sandbox's lease
+  (``leases.fence``) and inserts its events and snapshots in the same transaction (1 x 100 B:
+  ~0.7-0.9 ms, 1,000-1,300 commits/s, against 0.36 ms unfenced autocommit). ``pipeline=True``
+  makes it one round trip; it pays only for multi-sandbox batches, and eventsourcing's own
+  pipelined insert (application recorder) was seen to hang for good on ~0.5 MiB+ batches with
+  psycopg 3.3.9, so it is off by default.
 * Snapshots are upserts: pause and retention may snapshot a session at the same version (the
   SQLite store uses ``INSERT OR REPLACE`` for the same reason).
 
 Table names: a sandbox id is ``[a-z0-9][a-z0-9-]{0,62}``; PostgreSQL keeps 63 bytes of a name
-and silently cuts longer ones (two long ids could then share a table). Ids short enough keep a
-readable name (quoted: ids have ``-``); longer ones get ``sbh_`` + a 128-bit hash, a namespace
-no id can reach (ids have no ``_``).
+and silently cuts longer ones (two long ids could then share a table). Ids of up to 53 characters
+keep a readable name (quoted: ids have ``-``); longer ones get ``sbh_`` + a 128-bit hash, a
+namespace no id can reach (ids have no ``_``).
 """
 from __future__ import annotations
 
