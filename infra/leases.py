@@ -130,7 +130,8 @@ class Leases:
             return cursor.rowcount == 1
 
     def delete(self, lease: Lease) -> bool:
-        """Remove the row with the sandbox (fenced: only the holder deletes)."""
+        """Remove the row with the sandbox (fenced: only the holder deletes). A new row starts
+        at epoch 1 again: safe because sandbox ids are random and never come back."""
         with self.datastore.transaction(commit=True) as cursor:
             cursor.execute(SQL("DELETE FROM {t} WHERE sandbox_id = %s AND owner_node = %s AND epoch = %s")
                            .format(t=self._t), (lease.sandbox_id, lease.node_id, lease.epoch))
