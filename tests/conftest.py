@@ -60,3 +60,33 @@ def sdk(server):
     client = sandbox0.Client(token=TOKEN, base_url=server.url, timeout=15.0)
     yield client
     client.close()
+
+
+# ---- a private PostgreSQL cluster (tests/pgcluster.py), started once, only when asked for ------
+@pytest.fixture(scope="session")
+def pg_cluster():
+    from tests.pgcluster import PgCluster, find_bin_dir
+
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL server binaries not found (initdb on PATH or in /usr/lib/postgresql/*/bin); "
+                    "`apt-get install postgresql` (.ci/run does)")
+    cluster = PgCluster(bin_dir)
+    cluster.start()
+    # Each test's database is a copy of this empty template: CREATE DATABASE from a template
+    # takes milliseconds, and no test sees another's tables or leases.
+    cluster.sql("CREATE DATABASE sessiond_template IS_TEMPLATE true")
+    yield cluster
+    cluster.stop()
+
+
+_pg_databases = iter(range(1, 1 << 30))
+
+
+@pytest.fixture
+def pg_url(pg_cluster):
+    """A libpq URL to a database of this test's own, dropped afterwards (with its connections)."""
+    name = f"test_{next(_pg_databases)}"
+    pg_cluster.sql(f"CREATE DATABASE {name} TEMPLATE sessiond_template")
+    yield pg_cluster.url(name)
+    pg_cluster.sql(f"DROP DATABASE {name} WITH (FORCE)")
