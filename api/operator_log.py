@@ -24,6 +24,8 @@ def configure_logging(level: str, access_log: bool) -> None:
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     root.addHandler(handler)
     root.setLevel(level.upper())
+    # A node forwarding calls to another would log every forwarded request at INFO.
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, root.level))
     access = logging.getLogger("sanic.access")
     access.propagate = False  # its records carry their fields as extras, not as a message
     access.handlers.clear()

@@ -192,6 +192,7 @@ class JournalStores(Protocol):
 
     def list_ids(self) -> list[str]: ...  # sandboxes that have a journal
     def open(self, sandbox_id: str) -> JournalStore: ...  # created when it does not exist yet
+    def record(self, sandbox_id: str) -> object | None: ...  # its stored Sandbox record (None: gone)
     def remove(self, sandbox_id: str) -> None: ...
 
 

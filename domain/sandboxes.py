@@ -212,6 +212,19 @@ class SandboxManager:
         sandboxes.extend(self.parked.values())
         return sorted(sandboxes, key=lambda sb: (-sb.created_ns, sb.id))
 
+    async def list_all(self) -> list[Sandbox]:
+        """Every sandbox: those known here, and with more than one node every other one, as its
+        journal records it (a sandbox another node runs is as current as its last commit)."""
+        local = self.list()
+        if not self.placement.clustered:
+            return local
+        known = {sandbox.id for sandbox in local}
+
+        def stored() -> list[Sandbox]:
+            others = (self.journals.record(sid) for sid in self.journals.list_ids() if sid not in known)
+            return [record for record in others if record is not None]
+        return sorted(local + await asyncio.to_thread(stored), key=lambda sb: (-sb.created_ns, sb.id))
+
     async def delete(self, sandbox_id: str) -> None:
         self.sandbox(sandbox_id)  # 404 before a gate object exists for an unknown id
         async with self.gate(sandbox_id).lock:  # after any pause or resume in progress

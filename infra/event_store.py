@@ -173,6 +173,15 @@ class SqliteJournals:
     def open(self, sandbox_id: str) -> SqliteJournal:
         return SqliteJournal(self._state_dir_of(sandbox_id))
 
+    def record(self, sandbox_id: str):
+        if not (self._state_dir_of(sandbox_id) / DB_NAME).exists():
+            return None
+        journal = self.open(sandbox_id)
+        try:
+            return journal.stored_copy(sandbox_id)
+        finally:
+            journal.close()
+
     def remove(self, sandbox_id: str) -> None:
         state = self._state_dir_of(sandbox_id)
         for suffix in ("", "-wal", "-shm"):

@@ -168,6 +168,11 @@ class PostgresJournals:
             create_sandbox_tables(self._datastore, sandbox_id)
         return PostgresJournal(self._datastore, sandbox_id, self._ownership)
 
+    def record(self, sandbox_id: str):
+        if not self._exists(sandbox_id):  # deleted meanwhile
+            return None
+        return PostgresJournal(self._datastore, sandbox_id, self._ownership).stored_copy(sandbox_id)
+
     def _exists(self, sandbox_id: str) -> bool:
         with self._datastore.transaction(commit=False) as cursor:
             cursor.execute("SELECT to_regclass(%s) IS NOT NULL AS present",

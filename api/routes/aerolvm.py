@@ -56,7 +56,7 @@ async def list_sandboxes(request: Request):
     name = request.args.get("name", "").strip()
     tags = {key[4:]: values[0] for key, values in request.args.items() if key.startswith("tag.")}
     include_env = _flag(request, "include_env")
-    return reply([shapes.render_sandbox(sb, include_env) for sb in manager(request).list()
+    return reply([shapes.render_sandbox(sb, include_env) for sb in (await manager(request).list_all())
                   if shapes.sandbox_matches(sb, name, tags)])
 
 
@@ -64,7 +64,7 @@ async def list_sandboxes(request: Request):
 async def create_sandbox(request: Request):
     """201 Sandbox; 400 image required; 409 name taken. Unknown keys (mounts, ...) are ignored."""
     name, config = shapes.create_sandbox_config(parse_json(request))
-    if name and any(shapes.sandbox_facts(sb).get("name") == name for sb in manager(request).list()):
+    if name and any(shapes.sandbox_facts(sb).get("name") == name for sb in (await manager(request).list_all())):
         raise ApiError(409, "conflict", f"sandbox name {name!r} already exists")
     sandbox = await manager(request).claim("default", config)
     return reply(shapes.render_sandbox(sandbox), 201)

@@ -140,7 +140,7 @@ async def claim(request: Request):
 async def list_sandboxes(request: Request):
     """200 {"sandboxes", "count", "has_more"}; 400 bad_request for bad paging."""
     limit, offset = _paging(request)
-    items = [render_sandbox(sb) for sb in manager(request).list()]
+    items = [render_sandbox(sb) for sb in (await manager(request).list_all())]
     status = request.args.get("status")
     template = request.args.get("template_id")
     paused = request.args.get("paused")
