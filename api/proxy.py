@@ -33,6 +33,9 @@ _WS_HANDSHAKE = frozenset(("sec-websocket-key", "sec-websocket-version", "sec-we
                            "sec-websocket-protocol", "sec-websocket-accept"))
 WS_MAX_SIZE = 256 * 1024 * 1024  # as the local WebSocket routes accept
 CONNECT_TIMEOUT_S = 5.0
+# Between two reads of the owner's answer: SSE sends a heartbeat every 15 s; a context run that
+# waits until done answers only at its end. A node that is alive but stuck answers 503 after it.
+READ_TIMEOUT_S = 300.0
 
 
 class ForwardTo(Exception):
@@ -99,7 +102,8 @@ async def forward_http(request: Request, base_url: str, client: httpx.AsyncClien
                                          content_type=upstream.headers.get("content-type", "text/plain"))
         async for chunk in upstream.aiter_raw():
             await response.send(chunk)
-        await response.eof()
+        # No eof() here: Sanic ends the stream itself after this error handler (an end sent
+        # twice would make it drop the keep-alive connection).
     except httpx.HTTPError as error:  # the owner went away mid-answer: end what was sent
         log.warning("forwarded %s %s ended early: %s", request.method, request.path, error)
     finally:
@@ -192,7 +196,7 @@ def install_forwarding(app) -> None:
         client = getattr(request.app.ctx, "forward_client", None)
         if client is None:
             client = request.app.ctx.forward_client = httpx.AsyncClient(
-                timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_S), follow_redirects=False)
+                timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S), follow_redirects=False)
         return await forward_http(request, error.base_url, client, container.node_id)
 
     app.error_handler.add(ForwardTo, answer_from_owner)
