@@ -27,9 +27,10 @@ class Node:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=timeout)
 
 
-def node(name: str, tmp_path, pg_url: str, checkpoints, lease_seconds: float = LEASE_SECONDS) -> Node:
+def node(name: str, tmp_path, pg_url: str, checkpoints, lease_seconds: float = LEASE_SECONDS,
+         runtime: str = "host") -> Node:
     port = free_port()
-    server = ServerProcess(tmp_path / name, token=TOKEN, port=port, extra_args=[
+    server = ServerProcess(tmp_path / name, token=TOKEN, port=port, runtime=runtime, extra_args=[
         "--database-url", pg_url, "--checkpoint-dir", str(checkpoints), "--node-id", name,
         "--advertise-url", f"http://127.0.0.1:{port}", "--lease-seconds", str(lease_seconds)])
     return Node(name, server)
@@ -46,6 +47,28 @@ def checkpoints(tmp_path):
 def two_nodes(tmp_path, pg_url, checkpoints):
     a = node("node-a", tmp_path, pg_url, checkpoints)
     b = node("node-b", tmp_path, pg_url, checkpoints)
+    a.server.start()
+    try:
+        b.server.start()
+    except BaseException:
+        a.server.stop()
+        raise
+    try:
+        yield a, b
+    finally:
+        for each in (b, a):
+            each.server.stop()
+
+
+@pytest.fixture
+def two_hardened_nodes(tmp_path, pg_url, checkpoints):
+    """Two nodes on the bubblewrap runtime (contexts and the sandbox's /tmp need it)."""
+    import shutil
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap (bwrap) is not installed")
+    a = node("node-a", tmp_path, pg_url, checkpoints, runtime="bwrap")
+    b = node("node-b", tmp_path, pg_url, checkpoints, runtime="bwrap")
     a.server.start()
     try:
         b.server.start()

@@ -12,8 +12,13 @@ function check(condition, message) {
 }
 
 async function main() {
-  // Claim a sandbox
-  const sandbox = await client.sandboxes.claim("default");
+  // Claim a sandbox. With SANDBOX0_CLAIM_URL (two nodes, tests/cluster) it is claimed on that
+  // node and used through this one, which forwards every call to it.
+  const claimer = process.env.SANDBOX0_CLAIM_URL
+    ? new Client({ token: process.env.SANDBOX0_TOKEN, baseUrl: process.env.SANDBOX0_CLAIM_URL })
+    : client;
+  const claimed = await claimer.sandboxes.claim("default");
+  const sandbox = claimer === client ? claimed : client.sandbox(claimed.id);
 
   try {
     // README Quick Start: Execute Python code (REPL - stateful)
