@@ -49,7 +49,7 @@ class Checkpoints:
     # ---- the manifest -------------------------------------------------------------------------
     def write_manifest(self, sandbox_id: str, manifest: dict) -> None:
         state = self._state(sandbox_id)
-        _write_atomic(state / MANIFEST_NAME, compress(orjson.dumps(manifest)))
+        write_atomic(state / MANIFEST_NAME, compress(orjson.dumps(manifest)))
 
     def read_manifest(self, sandbox_id: str) -> dict | None:
         """The manifest, None when there is none; ValueError when it cannot be read back."""
@@ -71,11 +71,12 @@ class Checkpoints:
             (state / MANIFEST_NAME).unlink()
         except FileNotFoundError:
             return
-        _fsync_dir(state)
+        fsync_dir(state)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    temp = path.with_name(path.name + ".tmp")
+def write_atomic(path: Path, data: bytes) -> None:
+    """Temp file, fsync, rename, fsync of the directory: a reader sees the old file or the new one."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # two processes never share one
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         view = memoryview(data)
@@ -85,10 +86,10 @@ def _write_atomic(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(temp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)

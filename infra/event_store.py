@@ -17,9 +17,9 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from session_supervisor.domain.model import events as ev
 from session_supervisor.domain.model.errors import UnavailableError
 from session_supervisor.domain.ports import CommitOutcome, StoredRow
-from session_supervisor.domain.store_faults import store_error, unencodable
+from session_supervisor.domain.store_faults import store_error
 
-from .journal_common import encode_all, project, stored_row
+from .journal_common import committed, encode_all, project, stored_row
 from .sqlite_factory import DB_NAME, TunedSQLiteFactory, prepare_database, store_env
 
 log = logging.getLogger(__name__)
@@ -118,10 +118,7 @@ class SqliteJournal:
         except Exception as exc:
             log.warning("journal store refused a commit: %s", exc)
             return CommitOutcome(store_error=store_error(exc))
-        if not poisoned:
-            return CommitOutcome()
-        return CommitOutcome(rolled_back={oid: self.stored_copy(oid) for oid in poisoned},
-                             poison_error=unencodable())
+        return committed(poisoned, self.stored_copy)
 
     def _insert(self, stored: list, snaps: list) -> None:
         """Events and snapshots in one transaction: a held batch is retried whole, so a half

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import logging
 
-from session_supervisor.domain.ports import StoredRow
+from session_supervisor.domain.ports import CommitOutcome, StoredRow
+from session_supervisor.domain.store_faults import unencodable
 
 log = logging.getLogger(__name__)
 
@@ -39,3 +40,11 @@ def stored_row(decode_record, version: int, topic: str, state: bytes) -> StoredR
     """A row as the domain reads it: the codec's fields, the time as integer nanoseconds."""
     fields = decode_record(state)
     return StoredRow(version, topic, fields, fields.pop("__ts", 0) * 1000)
+
+
+def committed(poisoned: set, stored_copy) -> CommitOutcome:
+    """The outcome of a commit that went in: whole, or without the poisoned aggregates, which
+    the loop rolls back to what the store holds of them."""
+    if not poisoned:
+        return CommitOutcome()
+    return CommitOutcome(rolled_back={oid: stored_copy(oid) for oid in poisoned}, poison_error=unencodable())

@@ -16,10 +16,10 @@ from psycopg.sql import SQL, Identifier
 
 from session_supervisor.domain.model.errors import StoreUnavailableError
 from session_supervisor.domain.ports import CommitOutcome, StoredRow
-from session_supervisor.domain.store_faults import store_error, unencodable
+from session_supervisor.domain.store_faults import store_error
 
 from .cluster import LeaseOwnership
-from .journal_common import encode_all, project, stored_row
+from .journal_common import committed, encode_all, project, stored_row
 from .leases import LeaseLostError, fence
 from .leases import TABLE as LEASES_TABLE
 from .pg_store import create_sandbox_tables, drop_sandbox_tables, insert, mapper, recorders, table_names
@@ -80,10 +80,7 @@ class PostgresJournal:
         except Exception as exc:
             log.warning("journal store refused a commit: %s", exc)
             return CommitOutcome(store_error=store_error(exc))
-        if not poisoned:
-            return CommitOutcome()
-        return CommitOutcome(rolled_back={oid: self.stored_copy(oid) for oid in poisoned},
-                             poison_error=unencodable())
+        return committed(poisoned, self.stored_copy)
 
     # ---- reads (worker threads) -----------------------------------------------------------
     def read_rows(self, originator_id: str, gt: int, lte: int, limit: int,

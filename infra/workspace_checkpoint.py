@@ -35,6 +35,8 @@ from pathlib import Path, PurePosixPath
 
 import zstandard
 
+from .checkpoint import fsync_dir, write_atomic
+
 MANIFEST = "manifest.json"
 PARTS = ("workspace", "tmp")  # the only top-level names an archive may hold
 LEVEL = 3
@@ -78,13 +80,13 @@ def save(sandbox_dir: Path, checkpoint_dir: Path, sandbox_id: str, generation: i
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    _fsync_dir(target)
+    fsync_dir(target)
     workspace = Path(sandbox_dir) / "workspace"
     manifest = {"version": 1, "sandbox_id": sandbox_id, "runtime_generation": generation,
                 "archive": name, "sha256": digest.hexdigest(), "size": size, "entries": entries,
                 "raw_bytes": raw, "owner_uid": workspace.stat().st_uid if workspace.exists() else None,
                 "saved_at": time.time(), "save_seconds": round(time.monotonic() - started, 3)}
-    _write_atomic(target / MANIFEST, json.dumps(manifest, indent=1).encode())
+    write_atomic(target / MANIFEST, json.dumps(manifest, indent=1).encode())
     for old in target.glob("workspace-*.tar.zst"):
         if old.name != name:
             old.unlink(missing_ok=True)
@@ -273,21 +275,3 @@ def _empty(directory: Path) -> None:
             shutil.rmtree(child, ignore_errors=True)
         else:
             child.unlink(missing_ok=True)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

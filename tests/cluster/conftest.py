@@ -3,6 +3,8 @@ on a unix socket, ``tests/pgcluster.py``) and one checkpoint directory: what "mo
 machine" looks like to its clients. Both nodes use the same token, as a deployment must."""
 from __future__ import annotations
 
+import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx
@@ -43,40 +45,31 @@ def checkpoints(tmp_path):
     return path
 
 
+@contextmanager
+def running(*nodes: Node):
+    """Start the nodes in order, stop them in reverse, whatever happens in between."""
+    started = []
+    try:
+        for each in nodes:
+            each.server.start()
+            started.append(each)
+        yield nodes
+    finally:
+        for each in reversed(started):
+            each.server.stop()
+
+
 @pytest.fixture
 def two_nodes(tmp_path, pg_url, checkpoints):
-    a = node("node-a", tmp_path, pg_url, checkpoints)
-    b = node("node-b", tmp_path, pg_url, checkpoints)
-    a.server.start()
-    try:
-        b.server.start()
-    except BaseException:
-        a.server.stop()
-        raise
-    try:
-        yield a, b
-    finally:
-        for each in (b, a):
-            each.server.stop()
+    with running(node("node-a", tmp_path, pg_url, checkpoints), node("node-b", tmp_path, pg_url, checkpoints)) as pair:
+        yield pair
 
 
 @pytest.fixture
 def two_hardened_nodes(tmp_path, pg_url, checkpoints):
     """Two nodes on the bubblewrap runtime (contexts and the sandbox's /tmp need it)."""
-    import shutil
-
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap (bwrap) is not installed")
-    a = node("node-a", tmp_path, pg_url, checkpoints, runtime="bwrap")
-    b = node("node-b", tmp_path, pg_url, checkpoints, runtime="bwrap")
-    a.server.start()
-    try:
-        b.server.start()
-    except BaseException:
-        a.server.stop()
-        raise
-    try:
-        yield a, b
-    finally:
-        for each in (b, a):
-            each.server.stop()
+    with running(node("node-a", tmp_path, pg_url, checkpoints, runtime="bwrap"),
+                 node("node-b", tmp_path, pg_url, checkpoints, runtime="bwrap")) as pair:
+        yield pair
