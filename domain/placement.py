@@ -65,6 +65,7 @@ class Placement:
         self.ownership = ownership
         self.lease_seconds = lease_seconds
         self._task: asyncio.Task | None = None
+        self.lease_error = ""  # why the last renewal round failed ("" while they succeed): /healthz
 
     @property
     def clustered(self) -> bool:
@@ -101,12 +102,18 @@ class Placement:
     async def _keep_leases(self) -> None:
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
-            try:
-                for sandbox_id in await asyncio.to_thread(self.ownership.renew):
-                    await self._lost(sandbox_id)
-                await self._adopt_orphans()
-            except Exception:  # the database may be away for a while: the next round retries
-                log.exception("renewing sandbox leases failed")
+            try:  # renew what this node runs; look for a dead node's sandboxes
+                lost = await asyncio.to_thread(self.ownership.renew)
+                orphans = await asyncio.to_thread(self.ownership.orphans)
+            except Exception as exc:  # the database may be away for a while: the next round retries
+                if not self.lease_error:
+                    log.exception("renewing sandbox leases failed")
+                self.lease_error = f"cannot renew leases: {exc}"
+                continue
+            self.lease_error = ""
+            for sandbox_id in lost:
+                await self._lost(sandbox_id)
+            await self._adopt(orphans)
 
     async def _lost(self, sandbox_id: str) -> None:
         """Another node runs this sandbox now: end the runtime here, recording nothing more."""
@@ -121,9 +128,9 @@ class Placement:
         await service.close()
         await self.manager.network.detach(sandbox_id)
 
-    async def _adopt_orphans(self) -> None:
+    async def _adopt(self, orphans: list[str]) -> None:
         """A dead node's running sandboxes come back on a live one without waiting for a call."""
-        for sandbox_id in await asyncio.to_thread(self.ownership.orphans):
+        for sandbox_id in orphans:
             try:
                 await self.locate(sandbox_id)
             except Exception:

@@ -1,5 +1,6 @@
 """Liveness: 200 without auth once the server has started its sandboxes, 503 with the
-reason while a sandbox's store refuses writes (disk full, read-only)."""
+reason while a sandbox's store refuses writes (disk full, read-only) or, with more than one
+node, while this node cannot renew its leases (the database is out of reach)."""
 from __future__ import annotations
 
 from importlib import metadata
@@ -20,7 +21,13 @@ async def healthz(request: Request):
     faults = container.pipeline.faults.reasons()
     if faults:
         return ok({"status": "store_unwritable", "stores": faults}, 503)
-    return ok({"status": "ok"}, 200)
+    placement = container.manager.placement
+    if not placement.clustered:
+        return ok({"status": "ok"}, 200)
+    if placement.lease_error:  # its sandboxes will move to other nodes: take it out of rotation
+        return ok({"status": "database_unreachable", "node": container.node_id,
+                   "reason": placement.lease_error}, 503)
+    return ok({"status": "ok", "node": container.node_id}, 200)
 
 
 @bp.get("/health")

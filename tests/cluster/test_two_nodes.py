@@ -258,3 +258,19 @@ def test_a_second_node_alone_refuses_to_start_without_a_checkpoint_dir(tmp_path,
     lonely.server.start_timeout = 5
     with pytest.raises(ServerError, match="checkpoint dir"):
         lonely.server.start()
+
+
+def test_a_node_that_cannot_renew_its_leases_says_so_on_healthz_and_recovers(two_nodes, pg_cluster, pg_url):
+    a, _b = two_nodes
+    database = pg_url.split("?")[0].rsplit("/", 1)[1]
+    with httpx.Client(base_url=a.url, timeout=5) as http:
+        assert ok(http.get("/healthz"), 200) == {"status": "ok", "node": "node-a"}
+        pg_cluster.sql(f"ALTER DATABASE {database} ALLOW_CONNECTIONS false")
+        try:
+            pg_cluster.sql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'")
+            down = wait_for(lambda: (r := http.get("/healthz")).status_code == 503 and r.json()["data"],
+                            timeout=LEASE_SECONDS * 4)
+            assert down["status"] == "database_unreachable" and down["node"] == "node-a"
+        finally:
+            pg_cluster.sql(f"ALTER DATABASE {database} ALLOW_CONNECTIONS true")
+        wait_for(lambda: http.get("/healthz").status_code == 200, timeout=LEASE_SECONDS * 4)
