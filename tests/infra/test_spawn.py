@@ -100,6 +100,23 @@ def test_a_terminal_program_leads_its_session_and_is_the_terminals_foreground(ru
     assert words[1:] == [str(pid)] * 4
 
 
+def test_without_setsid_on_path_a_terminal_program_still_leads_its_session(run, monkeypatch):
+    from session_supervisor.infra import pty_runner
+
+    monkeypatch.setattr(pty_runner, "_SETSID", None)  # the preexec_fn fallback (a fork) starts it
+
+    async def body():
+        out = Capture()
+        script = 'tty; ps -o pid=,sid=,pgid=,tpgid= -p $$'
+        async with running(PtyRunner(), Launch(["sh", "-c", script], "/", base_env(), TERMINAL), out) as handle:
+            await handle.wait_exited()
+            return handle.pid, out.text("pty").split()
+
+    pid, words = run(body)
+    assert words[0].startswith("/dev/pts/")
+    assert words[1:] == [str(pid)] * 4
+
+
 def test_a_terminal_program_gets_its_argv_as_given(run, tmp_path):
     async def body():
         out = Capture()
