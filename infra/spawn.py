@@ -8,10 +8,12 @@ on the event loop: copying the page tables of an 80 MiB process took 2.5-6 ms pe
 session, restores the signals Python ignores (SIGPIPE, SIGXFSZ), and reports a failed
 chdir or exec (and an env that exec cannot express) as an exception before it returns.
 
-It runs on one thread of its own: since 3.11.4 CPython lets go of the GIL while the vfork
-child execs, so the loop goes on serving meanwhile (the exec is the long part under load,
-when the child waits for a CPU). One thread is plenty (thousands of starts a second) and
-keeps starts in order.
+It runs on one thread of its own: CPython drops the GIL while it waits for the vfork child's
+exec (gh-104372; on 3.11.7 another thread measurably runs meanwhile), so the loop goes on
+serving (the exec is the long part under load, when the child waits for a CPU). One thread
+is plenty (0.15-0.6 ms a start) and keeps starts in order; an exec that hangs (a binary on
+a stuck network filesystem) holds up the starts behind it, where a fork on the loop had
+held up the whole server.
 
 The exit is seen through a pidfd (Linux 5.3+) watched by the loop, which does not reap:
 the runner reaps (``reap``) once it is done with the process, so until then the pid, and
