@@ -12,6 +12,11 @@ CPU-s in the server (measured side by side, ``--only pty``). Back-pressure is th
 transport's ``pause_reading``: the socket fills, ``cat`` blocks, then the terminal, then
 the program.
 
+Both ``cat``s die with the server (``PR_SET_PDEATHSIG``, set by util-linux's ``setpriv``
+before it execs ``cat``; their parent is the spawn thread, which lives as long as the
+server): a ``cat`` holding the master would otherwise keep the terminal from hanging up
+when the server is killed, leaving the program waiting on it forever.
+
 ``cat`` needs the master in blocking mode, and O_NONBLOCK belongs to the open file, which
 every copy of the master shares: so the server never reads or writes the master itself
 (only ``ioctl`` for the window size) and a second ``cat`` copies input from a socket into
@@ -23,6 +28,7 @@ the sandbox with the server's rights and touch nothing but their two descriptors
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import shutil
 import signal
@@ -35,6 +41,8 @@ from session_supervisor.infra.process_io import InputStream, OutputStream, socke
 from session_supervisor.infra.spawn import ExitWatch, reap, spawn
 
 CAT = shutil.which("cat") or shutil.which("cat", path="/usr/bin:/bin")
+SETPRIV = shutil.which("setpriv") or shutil.which("setpriv", path="/usr/bin:/bin")
+_PR_SET_PDEATHSIG = 1
 _BUFFER = 1 << 20
 
 
@@ -82,8 +90,9 @@ class PtyRelay:
             out_theirs.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _BUFFER)
             out_ours.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _BUFFER)
             # spawn() closes what it is given; cat's complaint at EIO goes to /dev/null.
+            argv, options = _relay_command()
             for stdio in ((self._dup, out_theirs.detach, _devnull), (in_theirs.detach, self._dup, _devnull)):
-                self._adopt(await spawn([CAT], "/", {}, _open_all(*stdio)))
+                self._adopt(await spawn(argv, "/", {}, _open_all(*stdio), **options))
             self._output = await OutputStream.connect(ours.pop(0), deliver, on_eof)
             self._input = await InputStream.connect(ours.pop(0))
             if self.stopped:
@@ -146,6 +155,18 @@ class PtyRelay:
             self._input.abort()
         if self._output is not None:
             self._output.close()
+
+
+def _relay_command() -> tuple[list[str], dict]:
+    if SETPRIV is not None:
+        return [SETPRIV, "--pdeathsig", "KILL", "--", CAT], {}
+    return [CAT], {"preexec_fn": _die_with_parent}  # a fork, as the rare fallback
+
+
+def _die_with_parent() -> None:
+    """In the (forked) child, before exec: SIGKILL when the spawning thread, the server's, dies."""
+    if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
 
 
 def _open_all(*openers: Callable[[], int]) -> tuple[int, int, int]:
