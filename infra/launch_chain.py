@@ -68,16 +68,17 @@ class Hardening:
 # own (``unshare --mount``): join the sandbox's cgroups (so not even a first fork escapes
 # the limits), make the sandbox the OOM killer's choice, bind the workspace onto the
 # staging dir (bwrap runs as the sandbox uid, which cannot traverse the data dir: 0700
-# parents such as /root), close every inherited descriptor (uvloop passes the server's
-# inheritable fds on: one pointing at the data dir would be a way out), open the seccomp
-# program and the session's environment, then exec the rest: [nsenter --net] setpriv
-# (sandbox uid, no_new_privs) env bwrap.
+# parents such as /root), close every inherited descriptor (the runners' spawn closes them
+# already, infra.spawn, but one pointing at the data dir would be a way out: the chain does
+# not rely on whoever started it), open the seccomp program and the session's environment,
+# then exec the rest: [nsenter --net] setpriv (sandbox uid, no_new_privs) env bwrap.
 #
 # The session's environment reaches only the command inside the sandbox: bwrap reads it
 # from fd 12 (``--args``, NUL-separated ``--setenv K V``) and everything before runs with a
 # fixed PATH alone. Spec env such as LD_PRELOAD=/workspace/x.so would otherwise be loaded
-# by these root-run tools. bash runs with --norc -p: with socket stdio (uvloop) Debian's
-# bash would read ~/.bashrc, and BASH_ENV or exported functions must not reach a root shell.
+# by these root-run tools. bash runs with --norc -p: with socket stdio (the pipe runner's
+# socketpairs) Debian's bash would read ~/.bashrc, and BASH_ENV or exported functions must
+# not reach a root shell.
 _CHAIN = r"""
 n=$1; shift
 while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done

@@ -1,180 +1,132 @@
 """PtyRunner: the ProcessRunner for sessions with a terminal.
 
-ptyprocess forks and execs; from then on we own the master fd and the pid and
-never call PtyProcess's blocking helpers (read, wait, isalive, close: the
-latter sleeps and may SIGKILL). The child is a session leader (setsid), so
-its pid is also its process group id.
+The server opens the pseudo-terminal; the child is started by ``infra.spawn`` (vfork and
+exec, never a fork of the server: ptyprocess forked it, 2.5-6 ms on the loop) with the
+terminal as its stdio, through util-linux's ``setsid --ctty``: a new session whose
+controlling terminal it is, so job control, ^C and SIGWINCH work. ``setsid`` must not be
+started as a group leader (it would fork and exit), so the spawn keeps the server's
+session and ``setsid`` makes the new one; its pid is the command's pid, session and
+process group. Without ``setsid`` on PATH a ``preexec_fn`` does the same in the child,
+which costs a fork again.
 
-ptyprocess quirks handled here:
+``setsid`` looks the command up with the launch env's PATH, as the pipe runner does; we
+check first that it is there and executable, so a bad argv[0] fails the start instead
+of printing an error on the terminal.
 
-- It runs Python in the forked child. Anything that raises there outside its
-  own error reporting (``os.chdir`` for a bad cwd, ``execvpe`` with a bad env)
-  would leave a *copy of this daemon* running. So the child does exactly one
-  thing, in ``preexec_fn`` (whose errors ptyprocess reports back): chdir and
-  execve. The exec ptyprocess would do next is never reached.
-- It resolves argv[0] with the daemon's PATH; we resolve it first with the
-  launch env's PATH, as the pipe runner (subprocess) does.
-- When the exec fails it raises without returning the instance, leaving a
-  zombie and an open master fd; ``_TrackedPty`` lets us clean both up.
+The terminal's output and input go through ``infra.pty_relay`` (two ``cat`` processes and
+the loop's socket transports); the server keeps the master only to set the window size and
+to hang up by closing it.
 """
 from __future__ import annotations
 
 import asyncio
 import errno
+import fcntl
 import os
 import shutil
 import signal
-from functools import partial
-
-from ptyprocess import PtyProcess
+import struct
+import subprocess
+import termios
 
 from session_supervisor.domain.ports import ExitStatus, Launch, OutputCallback, StartFailedError
-from session_supervisor.infra.pipe_runner import OutputGate, proc_start_time, status_from_returncode
-from session_supervisor.infra.pty_reader import PtyReader
+from session_supervisor.infra.process_io import OutputGate, proc_start_time, status_from_returncode
+from session_supervisor.infra.pty_relay import PtyRelay
+from session_supervisor.infra.spawn import ExitWatch, reap, spawn
 
-
-
-def _exec_in_child(cwd: str, executable: str, argv: list[str], env: dict[str, str]) -> None:
-    # Python ignores SIGPIPE and SIGXFSZ, and an ignored signal survives exec:
-    # `yes | head -1` would then complain about EPIPE instead of dying quietly.
-    # subprocess (the pipe runner) restores these too.
-    for signum in (signal.SIGPIPE, signal.SIGXFSZ):
-        signal.signal(signum, signal.SIG_DFL)
-    os.chdir(cwd)
-    os.execve(executable, argv, env)
+_SETSID = shutil.which("setsid") or shutil.which("setsid", path="/usr/bin:/bin")
 
 
 def _resolve_executable(argv0: str, cwd: str, env: dict[str, str]) -> str:
     if "/" in argv0:
-        return os.path.join(cwd, argv0)  # an absolute argv0 wins in join
+        path = os.path.join(cwd, argv0)  # an absolute argv0 wins in join
+        if not os.path.exists(path):
+            raise StartFailedError(f"exec: {argv0!r}: no such file or directory")
+        if os.path.isdir(path) or not os.access(path, os.X_OK):
+            raise StartFailedError(f"exec: {argv0!r}: Permission denied")
+        return path
     found = shutil.which(argv0, path=env.get("PATH", os.defpath))
     if found is None:
         raise StartFailedError(f'exec: "{argv0}": executable file not found in $PATH')
     return os.path.abspath(found)
 
 
-class _TrackedPty(PtyProcess):
-    """Remembers each instance spawn() creates, even when spawn() then raises."""
+def _take_terminal() -> None:
+    """The fallback without setsid: runs in the (forked) child, after its setsid()."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-    created: list[PtyProcess]
 
-    def __init__(self, pid: int, fd: int) -> None:
-        super().__init__(pid, fd)
-        type(self).created.append(self)
+def set_window_size(fd: int, rows: int, cols: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
 class PtyHandle:
-    """One process on a pseudo-terminal; the master fd is closed exactly once."""
+    """One process on a pseudo-terminal; the master is closed (hung up) exactly once."""
 
-    def __init__(self, proc: PtyProcess, on_output: OutputCallback) -> None:
+    def __init__(self, proc: subprocess.Popen, master: int, on_output: OutputCallback) -> None:
         self._loop = asyncio.get_running_loop()
         self._proc = proc
-        self._fd: int = proc.fd
+        self._fd = master
         self._on_output = on_output
         self.pid: int = proc.pid
         self.start_time: int = proc_start_time(self.pid)
         self._master_open = True
-        self._held: list[bytes] | None = None
-        self._eof_held = False
-        self._write_lock = asyncio.Lock()
-        self._write_waiter: asyncio.Future[None] | None = None
-        self._reaper: asyncio.Future[tuple[int, int]] | None = None
+        self._relay = PtyRelay(master)  # owns the master from here on
         self._status: ExitStatus | None = None
         self._gate = OutputGate(abandon=self._close_master)
-        os.set_blocking(self._fd, False)
-        self._pidfd = self._watch_exit()
-        self._reader = self._start_reader()
+        self._exit = ExitWatch(self._loop, proc, self._gate.mark_exited)
+
+    async def start_relay(self) -> None:
+        """If this raises, the caller discards the handle."""
+        await self._relay.start(self._deliver, self._on_eof)
 
     # -- output --------------------------------------------------------------
 
-    def _start_reader(self) -> PtyReader:
-        return PtyReader(self._loop, self._fd, self._release_master, self._deliver, self._on_eof)
-
-    def _release_master(self) -> None:
-        # Called once, by the reader (in its thread or on the loop) when both sides let go.
-        self._proc.fileobj.close()
-
-    # A batch the reader posted just before a pause is held, not handed on: while paused
-    # nothing reaches on_output, and an EOF behind held bytes waits for them.
     def _deliver(self, data: bytes) -> None:
-        if self._held is not None:
-            self._held.append(data)
-        elif self._master_open:  # after a hang-up, what was still in flight is dropped
+        if self._master_open:  # after a hang-up, nothing more is handed on
             self._on_output("pty", data)
 
     def _on_eof(self) -> None:
-        if self._held is not None:
-            self._eof_held = True
-        else:
-            self._close_master()
+        self._close_master()
 
     def pause_output(self) -> None:
         self._gate.set_paused(True)
-        self._reader.pause()
-        if self._held is None:
-            self._held = []
+        self._relay.pause()
 
     def resume_output(self) -> None:
-        held, self._held = self._held or [], None
         self._gate.set_paused(False)
-        for data in held:  # on_output may pause again: then the rest is held again, in order
-            self._deliver(data)
-        if self._eof_held:
-            self._eof_held = False
-            self._on_eof()
-        if self._held is None:
-            self._reader.resume()
+        self._relay.resume()
 
     def _close_master(self) -> None:
         """EOF, hang-up, abandoned output or a failed start all end here."""
         if not self._master_open:
             return
-        self._loop.remove_writer(self._fd)
         self._master_open = False
-        self._proc.closed = True  # keeps PtyProcess.__del__ from sleeping/killing
-        self._reader.stop()  # the reader closes the fd (the only close)
-        if self._write_waiter is not None and not self._write_waiter.done():
-            self._write_waiter.set_exception(BrokenPipeError(errno.EPIPE, "terminal closed"))
+        self._relay.stop()  # closes the master, kills the relay's cats holding copies
         self._gate.mark_eof()
 
     # -- input ---------------------------------------------------------------
 
     async def write(self, data: bytes) -> None:
-        async with self._write_lock:  # keeps concurrent writes from interleaving
-            view = memoryview(data)
-            while view:
-                if not self._master_open:
-                    raise BrokenPipeError(errno.EPIPE, "terminal closed")
-                try:
-                    written = os.write(self._fd, view)
-                except BlockingIOError:
-                    await self._wait_writable()
-                    continue
-                except OSError as exc:  # EIO: the slave side is gone
-                    raise BrokenPipeError(errno.EPIPE, f"terminal hung up: {exc}") from exc
-                view = view[written:]
-
-    async def _wait_writable(self) -> None:
-        waiter = self._loop.create_future()
-        self._write_waiter = waiter
-        self._loop.add_writer(self._fd, lambda: waiter.done() or waiter.set_result(None))
+        if not self._master_open:
+            raise BrokenPipeError(errno.EPIPE, "terminal closed")
         try:
-            await waiter
-        finally:
-            self._write_waiter = None
-            if self._master_open:
-                self._loop.remove_writer(self._fd)
+            await self._relay.write(data)
+        except BrokenPipeError as exc:  # the relay's cat died: EIO, the slave side is gone
+            raise BrokenPipeError(errno.EPIPE, f"terminal hung up: {exc}") from exc
 
     async def close_input(self) -> None:
-        # Closing the master hangs the terminal up: the kernel sends SIGHUP to
-        # the session. Output still unread at that moment is lost by design.
-        async with self._write_lock:
-            self._close_master()
+        # Closing the master hangs the terminal up: the kernel sends SIGHUP to the session.
+        # Input written before reaches the terminal first; output still unread at that
+        # moment is lost by design.
+        if self._master_open:
+            await self._relay.drain_input()
+        self._close_master()
 
     def resize(self, rows: int, cols: int) -> None:
         if not self._master_open:
             raise OSError(errno.EBADF, "terminal is closed")
-        self._proc.setwinsize(rows, cols)
+        set_window_size(self._fd, rows, cols)
 
     # -- process -------------------------------------------------------------
 
@@ -182,50 +134,28 @@ class PtyHandle:
         try:
             os.killpg(self.pid, signum)
         except ProcessLookupError:
-            if self._reaper is None:  # after reaping the pid may be reused
+            if self._status is None:  # after reaping the pid may be reused
                 try:
                     os.kill(self.pid, signum)
                 except ProcessLookupError:
                     pass
 
-    def _watch_exit(self) -> int | None:
-        """A pidfd tells us the child exited without reaping it (Linux 5.3+).
-
-        It lets wait_exited() stop waiting for EOF when a grandchild holds the
-        terminal, and keeps waitpid from parking an executor thread on a child
-        that closed its terminal but lives on.
-        """
-        try:
-            pidfd = os.pidfd_open(self.pid)
-        except (AttributeError, OSError):
-            return None
-        self._loop.add_reader(pidfd, self._on_exited)
-        return pidfd
-
-    def _on_exited(self) -> None:
-        self._close_pidfd()
-        self._gate.mark_exited()
-
-    def _close_pidfd(self) -> None:
-        if self._pidfd is not None:
-            self._loop.remove_reader(self._pidfd)
-            os.close(self._pidfd)
-            self._pidfd = None
-
     async def wait_exited(self) -> ExitStatus:
-        if self._status is not None:
-            return self._status
-        # Without a pidfd we cannot see the exit, so EOF alone must do.
-        await self._gate.wait(need_exit=self._gate.exited or self._pidfd is not None)
-        if self._reaper is None:
+        if self._status is None:
+            # The exit too, not EOF alone: a grandchild may hold the terminal open.
+            await self._gate.wait(need_exit=True)
+        if self._status is None:
             self._close_master()
-            # An executor future, not a task: it survives a cancelled caller
-            # (stop_gracefully's timeouts), so the status is never lost.
-            self._reaper = self._loop.run_in_executor(None, os.waitpid, self.pid, 0)
-        _, raw = await asyncio.shield(self._reaper)
-        self._close_pidfd()
-        self._status = status_from_returncode(os.waitstatus_to_exitcode(raw))
+            self._status = status_from_returncode(reap(self._proc))
+        await self._relay.wait_stopped()  # nothing of this attempt outlives it
         return self._status
+
+    def discard(self) -> None:
+        """The start failed half-way: kill the group, hang up, reap once it is gone."""
+        self.send_signal(signal.SIGKILL)
+        self._close_master()
+        self._exit.close()
+        ExitWatch(self._loop, self._proc, lambda: reap(self._proc))
 
 
 class PtyRunner:
@@ -240,24 +170,32 @@ class PtyRunner:
         if not (0 < rows < 65536 and 0 < cols < 65536):
             raise StartFailedError("rows and cols must be between 1 and 65535")
         cwd = launch.cwd or os.getcwd()
-        executable = _resolve_executable(launch.argv[0], cwd, launch.env)
-        # A fresh subclass per start keeps its `created` list private to this call.
-        tracked = type("_TrackedPtyOnce", (_TrackedPty,), {"created": []})
+        _resolve_executable(launch.argv[0], cwd, launch.env)
         try:
-            proc = tracked.spawn(
-                [executable],
-                dimensions=(rows, cols),
-                preexec_fn=partial(_exec_in_child, cwd, executable, list(launch.argv), launch.env),
-            )
-        except Exception as exc:  # everything spawn raises means "did not start"
-            for orphan in tracked.created:
-                await _discard(orphan)
-            raise StartFailedError(str(exc) or type(exc).__name__) from exc
-        return PtyHandle(proc, on_output)
-
-
-async def _discard(proc: PtyProcess) -> None:
-    """Close the fd and reap a child whose exec failed (it has already _exit'ed)."""
-    proc.fileobj.close()
-    proc.closed = True
-    await asyncio.get_running_loop().run_in_executor(None, os.waitpid, proc.pid, 0)
+            master, slave = os.openpty()  # both close-on-exec, and blocking (see pty_relay)
+        except OSError as exc:
+            raise StartFailedError(f"no pseudo-terminal: {exc}") from exc
+        try:
+            set_window_size(master, rows, cols)
+            if _SETSID is not None:
+                argv, options = [_SETSID, "--ctty", "--", *launch.argv], {"new_session": False}
+            else:
+                argv, options = list(launch.argv), {"preexec_fn": _take_terminal}
+        except BaseException:
+            os.close(slave)
+            os.close(master)
+            raise
+        try:
+            proc = await spawn(argv, cwd, launch.env, (slave, slave, slave), **options)  # closes slave
+        except BaseException:
+            os.close(master)
+            raise
+        handle = PtyHandle(proc, master, on_output)
+        try:
+            await handle.start_relay()
+        except BaseException as exc:
+            handle.discard()
+            if isinstance(exc, OSError):
+                raise StartFailedError(f"terminal relay: {exc}") from exc
+            raise
+        return handle

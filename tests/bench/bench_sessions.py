@@ -8,32 +8,40 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import random
+import resource
 import time
 from pathlib import Path
 
-import httpx
-
 from tests.helpers import TOKEN, spath
 
-from .common import BenchServer, Report, percentile, rss_kib
+from .common import BenchServer, Report, cpu_seconds, percentile, rss_kib
+from .loadgen import Connection
 
 CONCURRENCY = 16
 
 
 async def create_many(url: str, sb: str, count: int) -> tuple[list[str], float]:
+    """``count`` creates over CONCURRENCY keep-alive connections, each one request at a time."""
     ids: list[str] = []
-    gate = asyncio.Semaphore(CONCURRENCY)
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"},
-                                 timeout=120, limits=httpx.Limits(max_connections=CONCURRENCY)) as client:
-        async def one(i: int) -> None:
-            async with gate:
-                resp = await client.post(spath(sb), json={"command": ["cat"], "name": f"s{i}"})
-                assert resp.status_code == 201, resp.text
-                ids.append(resp.json()["data"]["id"])
+    names = iter(range(count))
+    connections = [await Connection.open(url, TOKEN) for _ in range(min(CONCURRENCY, count))]
+
+    async def worker(conn: Connection) -> None:
+        for i in names:
+            status, body = await asyncio.wait_for(
+                conn.request("POST", spath(sb), {"command": ["cat"], "name": f"s{i}"}), 120)
+            assert status == 201, body
+            ids.append(json.loads(body)["data"]["id"])
+
+    try:
         started = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(count)))
+        await asyncio.gather(*(worker(conn) for conn in connections))
         return ids, time.perf_counter() - started
+    finally:
+        for conn in connections:
+            await conn.close()
 
 
 def latencies(server: BenchServer, sb: str, ids: list[str], scale: int,
@@ -60,6 +68,11 @@ def latencies(server: BenchServer, sb: str, ids: list[str], scale: int,
     return out
 
 
+def _own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def wait_running(server: BenchServer, sb: str, count: int, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -79,11 +92,17 @@ def many_sessions(work: Path, count: int) -> Report:
         share = min(1.0, count / 1000)  # fewer samples in smoke mode
         idle = latencies(server, sb, first, 1, share)
         before = rss_kib(server.pid)
+        server_cpu, client_cpu = cpu_seconds(server.pid), _own_cpu()
         ids, elapsed = asyncio.run(create_many(server.url, sb, count))
+        server_cpu, client_cpu = cpu_seconds(server.pid) - server_cpu, _own_cpu() - client_cpu
         wait_running(server, sb, count + 1)
         after = rss_kib(server.pid)
         loaded = latencies(server, sb, first + ids, count, share)
         report.figure("create rate", "sessions/s").runs.append(count / elapsed)
+        report.figure("server CPU per create", "ms", higher_is_better=False).runs.append(
+            server_cpu / count * 1000)
+        report.figure("load client CPU per create", "ms", higher_is_better=False).runs.append(
+            client_cpu / count * 1000)
         report.figure("server RSS per live session", "KiB", higher_is_better=False).runs.append(
             (after - before) / count)
         report.figure("server RSS total", "MiB", higher_is_better=False).runs.append(after / 1024)

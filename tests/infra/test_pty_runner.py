@@ -3,12 +3,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import threading
 
 import pytest
 
 from session_supervisor.domain.ports import ExitStatus, Launch, StartFailedError, TerminalSize
 from session_supervisor.infra.pty_runner import PtyRunner
+from tests.infra.processes import children
 from tests.infra.conftest import Capture, base_env, is_alive, running, wait_until
 
 TERMINAL = TerminalSize(rows=24, cols=80)
@@ -213,12 +213,14 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def _pty_readers() -> int:
-    return sum(t.name.startswith("pty-reader-") for t in threading.enumerate())
-
-
-def test_the_reader_thread_closes_the_terminal_after_a_hang_up_and_after_eof(run):
+def test_the_terminal_and_its_relay_are_gone_after_a_hang_up_and_after_eof(run):
     async def body():
+        # The loop's first stream opens a descriptor it keeps (libuv's EMFILE reserve):
+        # count from after one session.
+        others = set(children())  # the test session's own servers, say
+        async with running(PtyRunner(), sh("true"), Capture()) as handle:
+            await handle.wait_exited()
+        await wait_until(lambda: set(children()) <= others)
         before = _open_fds()
         out = Capture()
         async with running(PtyRunner(), sh("yes"), out) as handle:  # never stops writing
@@ -227,8 +229,66 @@ def test_the_reader_thread_closes_the_terminal_after_a_hang_up_and_after_eof(run
             await handle.wait_exited()
         async with running(PtyRunner(), sh("echo done"), out) as handle:
             await handle.wait_exited()
-        await wait_until(lambda: _pty_readers() == 0 and _open_fds() <= before)
-        return before, _open_fds()
+        await wait_until(lambda: set(children()) <= others and _open_fds() <= before)
+        return before, _open_fds(), set(children()) - others
 
-    before, after = run(body)
-    assert after <= before
+    before, after, left = run(body)
+    assert after <= before and not left
+
+
+_SERVER_STANDIN = """
+import asyncio, os, sys
+from session_supervisor.domain.ports import Launch, TerminalSize
+from session_supervisor.infra import pty_relay
+from session_supervisor.infra.pty_runner import PtyRunner
+
+if sys.argv[1] == "without-setpriv":
+    pty_relay.SETPRIV = None
+
+async def main():
+    launch = Launch(["sh", "-c", "read x"], "/", {"PATH": os.environ["PATH"]}, TerminalSize(24, 80))
+    handle = await PtyRunner().start(launch, lambda stream, data: None)
+    print(handle.pid, flush=True)
+    await asyncio.sleep(60)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("relay", ["setpriv", "without-setpriv"])
+def test_when_the_server_dies_its_terminals_hang_up_and_the_relay_goes_too(relay):
+    """A relay cat outliving the server would hold the master: no hang-up, the program
+    waiting for input forever."""
+    import subprocess
+    import sys
+    import time
+
+    server = subprocess.Popen([sys.executable, "-c", _SERVER_STANDIN, relay], stdout=subprocess.PIPE, text=True)
+    try:
+        program = int(server.stdout.readline())
+        relays = [pid for pid in _children_of(server.pid) if pid != program]
+        started = [program, *relays]
+        assert len(started) == 3, started
+        server.kill()
+        server.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while any(is_alive(pid) for pid in started) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [pid for pid in started if is_alive(pid)] == []
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=10)
+
+
+def _children_of(parent: int) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == parent:
+            found.append(int(pid))
+    return [pid for pid in found if is_alive(pid)]

@@ -1,0 +1,219 @@
+"""What both runners share: the child's identity and status, when ``wait_exited`` may
+return (``OutputGate``), and our ends of its stdio as loop transports.
+
+Output arrives through a plain ``Protocol`` rather than StreamReaders, so every chunk the
+loop reads goes straight to ``on_output`` with no extra buffering or copies: the ingest
+path depends on that (hundreds of MB/s). Input goes through the loop's write transport:
+ordered writes, flow control (``write`` waits while more than 64 KiB is queued), and the
+loss of the reader reported as ``BrokenPipeError``.
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+from typing import Callable
+
+from session_supervisor.domain.ports import ExitStatus, OutputCallback, StartFailedError
+
+EOF_GRACE_S = 1.0  # after exit, how long a grandchild may hold our output open
+_READ_SIZE = 1 << 20
+
+
+def proc_start_time(pid: int) -> int:
+    """Field 22 of /proc/<pid>/stat: lets the reconciler tell a reused pid apart."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return 0
+    # comm (field 2) may contain spaces and ')', so split after the last ')'.
+    fields = stat[stat.rfind(b")") + 2:].split()
+    try:
+        return int(fields[19])  # fields[0] is field 3
+    except (IndexError, ValueError):
+        return 0
+
+
+def status_from_returncode(returncode: int) -> ExitStatus:
+    """asyncio/os convention (-N = killed by N) to the Go one (exit_code -1)."""
+    if returncode >= 0:
+        return ExitStatus(exit_code=returncode)
+    return ExitStatus(exit_code=-1, signal=-returncode)
+
+
+class OutputGate:
+    """Decides when ``wait_exited()`` may return.
+
+    Normally once output reached EOF. But a grandchild that inherited the
+    output (``sleep 100 &``) keeps it open after the process exited, so then
+    we give up after ``grace_s`` and call ``abandon``. Time spent paused does
+    not count: unread bytes are still queued behind our own back-pressure,
+    and dropping them would lose output the process really wrote.
+    """
+
+    def __init__(self, abandon: Callable[[], None], grace_s: float = EOF_GRACE_S) -> None:
+        self._abandon = abandon
+        self._grace_s = grace_s
+        self.exited = False
+        self.eof = False
+        self.paused = False
+        self._changed = asyncio.Event()
+
+    def mark_exited(self) -> None:
+        self.exited = True
+        self._changed.set()
+
+    def mark_eof(self) -> None:
+        self.eof = True
+        self._changed.set()
+
+    def set_paused(self, paused: bool) -> None:
+        self.paused = paused
+        self._changed.set()
+
+    async def wait(self, *, need_exit: bool) -> None:
+        """Return once output is done (EOF or abandoned) and, if asked, the process exited."""
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
+        while not self.eof or (need_exit and not self.exited):
+            if self.eof or not self.exited or self.paused:
+                deadline = None  # the grace clock restarts after a pause
+            elif deadline is None:
+                deadline = loop.time() + self._grace_s
+            elif loop.time() >= deadline:
+                self._abandon()
+                self.mark_eof()
+                break
+            # Safe with several waiters: state is re-checked before each wait
+            # and only loop callbacks set the event, never between check and wait.
+            self._changed.clear()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await self._changed.wait()
+            except TimeoutError:
+                pass
+
+
+
+class OutputStream(asyncio.Protocol):
+    """One output socket: each chunk read goes straight to ``deliver`` (the hot path)."""
+
+    def __init__(self, deliver: Callable[[bytes], None], on_closed: Callable[[], None]) -> None:
+        self._deliver = deliver
+        self._on_closed = on_closed
+        self.transport: asyncio.ReadTransport | None = None
+
+    @classmethod
+    async def connect(cls, sock: socket.socket, deliver: Callable[[bytes], None],
+                      on_closed: Callable[[], None]) -> "OutputStream":
+        """The loop's transport owns ``sock`` from here on."""
+        stream = cls(deliver, on_closed)
+        transport, _ = await asyncio.get_running_loop().connect_read_pipe(lambda: stream, sock)
+        if hasattr(transport, "max_size"):  # asyncio's pure-Python transport: 256 KiB reads
+            transport.max_size = _READ_SIZE  # uvloop reads up to 256,000 bytes, not settable
+        return stream
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self._deliver(data)
+
+    def eof_received(self) -> None:
+        return None  # the transport closes itself, then connection_lost
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._on_closed()
+
+    def pause(self) -> None:
+        # Both loops hand each chunk to the protocol as they read it: after this returns
+        # nothing more arrives until resume().
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+
+    def resume(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+class InputStream(asyncio.BaseProtocol):
+    """The input socket: ordered writes with flow control, its loss as BrokenPipeError."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.WriteTransport | None = None
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self.done = asyncio.Event()  # closed, or nobody left to read it
+        self._error: BaseException | None = None
+
+    @classmethod
+    async def connect(cls, sock: socket.socket) -> "InputStream":
+        stream = cls()
+        await asyncio.get_running_loop().connect_write_pipe(lambda: stream, sock)
+        return stream
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._error = exc
+        self.finish()
+
+    def finish(self) -> None:
+        """Nobody reads any more (it closed, or the process exited): wake the writers."""
+        self.done.set()
+        self._can_write.set()
+
+    @property
+    def open(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing() and not self.done.is_set()
+
+    async def write(self, data: bytes) -> None:
+        if not self.open:
+            raise BrokenPipeError(errno.EPIPE, "input is closed")
+        transport = self.transport
+        transport.write(data)
+        while not self._can_write.is_set():
+            await self._can_write.wait()
+        # The transport swallows write errors and reports them as a lost pipe.
+        if self._error is not None:
+            raise BrokenPipeError(errno.EPIPE, f"input lost: {self._error}")
+        if self.done.is_set() and transport.get_write_buffer_size():
+            raise BrokenPipeError(errno.EPIPE, "the reader went away before reading the input")
+
+    async def close(self) -> None:
+        """EOF after the queued bytes; returns once flushed or the reader is gone (unbounded
+        while it neither reads nor goes away)."""
+        if self.transport is None or self.done.is_set():
+            return
+        self.transport.close()  # flushes queued bytes before closing the fd
+        await self.done.wait()
+
+    def abort(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.abort()
+
+
+def socketpairs(count: int) -> list[tuple[socket.socket, socket.socket]]:
+    """``count`` (ours, the child's) pairs, close-on-exec; out of descriptors: StartFailedError."""
+    pairs: list[tuple[socket.socket, socket.socket]] = []
+    try:
+        for _ in range(count):
+            pairs.append(socket.socketpair())
+    except OSError as exc:  # EMFILE
+        for pair in pairs:
+            for sock in pair:
+                sock.close()
+        raise StartFailedError(f"no descriptors for the stdio of the process: {exc}") from exc
+    return pairs
