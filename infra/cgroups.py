@@ -257,9 +257,15 @@ class Cgroups:
 
     def create(self, sandbox_id: str, limits: Limits) -> SandboxCgroup:
         dirs = {c: os.path.join(base, sandbox_id) for c, base in self.bases.items()}
+        left_over = any(os.path.isdir(path) for path in dirs.values())
         for controller, path in dirs.items():
             os.makedirs(path, exist_ok=True)
         cgroup = SandboxCgroup(dirs, self.v2)
+        if left_over:
+            # A server that died during a pause left the sandbox's processes frozen: SIGKILL
+            # cannot end a frozen task, and a new runtime's processes would freeze on joining.
+            cgroup.kill_all()
+            cgroup.freeze(False)
         if self.v2:
             base = next(iter(dirs.values()))
             wanted = [c for c in ("memory", "pids", "cpu") if c in dirs]

@@ -149,6 +149,7 @@ class ServerProcess:
         self._close_log()
         if self.runtime != "host":
             forget_host_network(self.data_dir)
+            forget_sandbox_cgroups(self.data_dir)
         return self.proc.returncode
 
     def restart(self) -> "ServerProcess":
@@ -187,3 +188,21 @@ def forget_host_network(data_dir) -> None:
         remove_everything(str(Path(data_dir).resolve()))
     except (NetworkSetupError, OSError):
         pass  # no iproute2/nftables here: the server used none either
+
+
+def forget_sandbox_cgroups(data_dir) -> None:
+    """End what a server over ``data_dir`` left in its sandboxes' cgroups: a server killed during
+    a pause leaves them frozen, and a frozen process outlives every SIGKILL. A later server on
+    the same data dir would end them (``Cgroups.create``); a test's data dir has no later server."""
+    sandboxes = Path(data_dir) / "sandboxes"
+    if os.geteuid() != 0 or not sandboxes.is_dir():
+        return
+    from session_supervisor.infra.cgroups import Cgroups, SandboxCgroup
+    cgroups = Cgroups.detect()
+    for sandbox in sandboxes.iterdir():
+        dirs = {c: os.path.join(base, sandbox.name) for c, base in cgroups.bases.items()}
+        if any(os.path.isdir(path) for path in dirs.values()):
+            cgroup = SandboxCgroup({c: p for c, p in dirs.items() if os.path.isdir(p)}, cgroups.v2)
+            cgroup.kill_all()
+            cgroup.freeze(False)
+            cgroup.remove()
