@@ -7,12 +7,14 @@ library's recorders and the codec stay here (the file's tuning: ``sqlite_factory
 from __future__ import annotations
 
 import logging
+import shutil
 import sqlite3
 import threading
 from contextlib import contextmanager
 from pathlib import Path
 
 from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 
 from session_supervisor.domain.model import events as ev
 from session_supervisor.domain.model.errors import UnavailableError
@@ -20,6 +22,7 @@ from session_supervisor.domain.ports import CommitOutcome, StoredRow
 from session_supervisor.domain.store_faults import store_error
 
 from .journal_common import committed, encode_all, project, stored_row
+from .output_segments import OUTPUT_TOPIC, REF_LEN, REF_MARK, SEGMENTS_DIR, OutputSegments, is_ref
 from .sqlite_factory import DB_NAME, TunedSQLiteFactory, prepare_database, store_env
 
 log = logging.getLogger(__name__)
@@ -36,11 +39,38 @@ class StoreStillInUseError(OSError):
     pass
 
 
+class SegmentMapper(Mapper):
+    """The stock mapper, resolving an output event's reference to its segment record first:
+    aggregates load (snapshot plus tail) through the library's repository unchanged."""
+
+    def __init__(self, segments: OutputSegments, transcoder) -> None:
+        super().__init__(transcoder=transcoder)
+        self.segments = segments
+
+    def to_domain_event(self, stored_event: StoredEvent):
+        if is_ref(stored_event.state):
+            oid, seq = stored_event.originator_id, stored_event.originator_version
+            with self.segments.reader() as reader:
+                state = reader.state(oid, seq, stored_event.state)
+            if state is None:  # never replay an event without its bytes
+                raise MapperDeserialisationError(f"segment record of {oid} event {seq} is gone")
+            stored_event = StoredEvent(oid, seq, stored_event.topic, state)
+        return super().to_domain_event(stored_event)
+
+
 class _EventsApplication(Application[str]):
-    """The library's wiring (factory, recorders, mapper, repository) for one store."""
+    """The library's wiring (factory, recorders, mapper, repository) for one store; its
+    mapper reads output bytes kept out of line (``output_segments``)."""
 
     name = "supervisor"
     snapshot_class = ev.Snapshot
+
+    def __init__(self, env: dict, segments: OutputSegments) -> None:
+        self.segments = segments  # before the library's __init__, which builds the mapper
+        super().__init__(env=env)
+
+    def construct_mapper(self) -> Mapper:
+        return SegmentMapper(self.segments, self.construct_transcoder())
 
 
 class SqliteJournal:
@@ -48,7 +78,8 @@ class SqliteJournal:
 
     def __init__(self, state_dir: Path) -> None:
         self.path = prepare_database(state_dir)
-        self._app = _EventsApplication(env=store_env(state_dir))
+        self.segments = OutputSegments(state_dir, self._reference_bounds)
+        self._app = _EventsApplication(store_env(state_dir), self.segments)
         self._factory: TunedSQLiteFactory = self._app.factory
         self._decode = self._app.mapper.transcoder.decode_record
         self._readers = 0
@@ -77,11 +108,13 @@ class SqliteJournal:
             self._closed = True
             self._reads_done.wait_for(lambda: self._readers == 0, timeout=30)
         self._app.close()
+        self.segments.close()
 
     def seal(self) -> None:
         """Close, then fold the WAL into the main file, keeping only the newest snapshots:
         the file on the sandbox's rootfs is then one complete database."""
         self.close()
+        self.segments.sync_dirs()  # every record is already durable (commit); retention's unlinks too now
         connection = sqlite3.connect(self.path, isolation_level=None)
         try:
             connection.execute(PRUNE_SNAPSHOTS)
@@ -113,11 +146,17 @@ class SqliteJournal:
         stored = encode_all(mapper, events, poisoned)
         snaps = encode_all(mapper, snapshots, poisoned) if snapshots else []
         stored = [s for s in stored if s.originator_id not in poisoned]
+        written = None
         try:
+            # Large output bytes first, written once to segment files and made durable; the
+            # transaction that makes their events visible commits only after that (D4).
+            stored, written = self.segments.append(stored)
             self._insert(stored, snaps)
         except Exception as exc:
+            self.segments.undo(written)  # a held batch is retried whole, with the same seqs
             log.warning("journal store refused a commit: %s", exc)
             return CommitOutcome(store_error=store_error(exc))
+        self.segments.committed(written)
         return committed(poisoned, self.stored_copy)
 
     def _insert(self, stored: list, snaps: list) -> None:
@@ -138,12 +177,38 @@ class SqliteJournal:
         decode = self._decode
         with self._reading():
             rows = self._factory.select_topics(originator_id, gt, lte, topics, limit, desc)
+            if any(is_ref(state) for _v, _t, state in rows):
+                rows = self._resolved(originator_id, rows)
         return [stored_row(decode, version, topic, state) for version, topic, state in rows]
+
+    def _resolved(self, originator_id: str, rows: list) -> list:
+        """Rows with their segment records in place of references. A record that is gone was
+        trimmed by retention after the rows were read: it and every row older than it are
+        left out (retention deletes from the oldest), and the journal view, which re-checks the
+        retained window after each read, answers 410 for the hole; never a 500, never other bytes."""
+        out = []
+        with self.segments.reader() as reader:
+            for version, topic, state in rows:
+                if is_ref(state):
+                    state = reader.state(originator_id, version, state)
+                    if state is None:
+                        out = [row for row in out if row[0] > version]
+                        continue
+                out.append((version, topic, state))
+        return out
 
     # ---- maintenance (the writer thread) --------------------------------------------------
     def trim_events(self, originator_id: str, gt: int, lte: int, keep_topics, limit: int,
                     snapshots_before: int = 0) -> int:
-        return self._factory.trim_events(originator_id, gt, lte, keep_topics, limit, snapshots_before)
+        count = self._factory.trim_events(originator_id, gt, lte, keep_topics, limit, snapshots_before)
+        if count < limit and lte > gt and OUTPUT_TOPIC not in keep_topics:
+            # Every output row up to lte is gone (or below the window: rows are trimmed only
+            # there): files holding nothing newer go with them, after the rows.
+            self.segments.release_through(originator_id, lte)
+        return count
+
+    def _reference_bounds(self, originator_id: str) -> tuple:
+        return self._factory.reference_bounds(originator_id, OUTPUT_TOPIC, REF_MARK, REF_LEN)
 
     def reclaim_pages(self, keep_pages: int, max_pages: int) -> int:
         return self._factory.reclaim_pages(keep_pages, max_pages)
@@ -152,6 +217,7 @@ class SqliteJournal:
         with self._reading(), self._factory.datastore.transaction(commit=True) as cursor:
             cursor.execute("DELETE FROM stored_events WHERE originator_id=?", (originator_id,))
             cursor.execute("DELETE FROM stored_snapshots WHERE originator_id=?", (originator_id,))
+        self.segments.remove_stream(originator_id)  # after the rows: a crash between leaves only unreferenced files
 
     def free_bytes(self) -> int:
         return self._factory.free_bytes()
@@ -181,6 +247,7 @@ class SqliteJournals:
 
     def remove(self, sandbox_id: str) -> None:
         state = self._state_dir_of(sandbox_id)
+        shutil.rmtree(state / SEGMENTS_DIR, ignore_errors=True)
         for suffix in ("", "-wal", "-shm"):
             try:
                 (state / (DB_NAME + suffix)).unlink()

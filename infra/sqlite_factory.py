@@ -104,6 +104,22 @@ class TunedSQLiteFactory(SQLiteFactory):
                 (originator_id, gt, lte, *wanted, limit))
             return raw.fetchall()
 
+    def reference_bounds(self, originator_id: str, topic: str, mark: bytes, length: int) -> tuple:
+        """The states of the oldest and the newest row of ``topic`` whose state is a reference
+        (``mark`` + fixed ``length``; ``output_segments``): None, None when it has none.
+        ``length()`` of a blob reads no overflow page, so inline rows cost one record each."""
+        found = []
+        with self.datastore.transaction(commit=False) as cursor:
+            for order in ("ASC", "DESC"):
+                cursor.execute(
+                    "SELECT state FROM stored_events WHERE originator_id=? AND topic=? "
+                    "AND length(state)=? AND substr(state, 1, 1)=? "
+                    f"ORDER BY originator_version {order} LIMIT 1",
+                    (originator_id, topic, length, mark))
+                row = cursor.fetchone()
+                found.append(bytes(row[0]) if row else None)
+        return tuple(found)
+
     def originator_ids(self) -> list[str]:
         """Every aggregate id in the store, one index seek each: cost grows with the number
         of sessions, not with the length of their journals (DISTINCT walks every row)."""
