@@ -94,12 +94,15 @@ class LiveState:
 
 
 def _dir_bytes(path) -> int:
+    """Bytes of the files under ``path``, subdirectories too (the output segments)."""
     total = 0
     try:
         with os.scandir(path) as entries:
             for entry in entries:
                 if entry.is_file(follow_symlinks=False):
                     total += entry.stat(follow_symlinks=False).st_size
+                elif entry.is_dir(follow_symlinks=False):
+                    total += _dir_bytes(entry.path)
     except OSError:
         pass  # deleted between the listing and the scan
     return total
