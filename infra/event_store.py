@@ -22,7 +22,8 @@ from session_supervisor.domain.ports import CommitOutcome, StoredRow
 from session_supervisor.domain.store_faults import store_error
 
 from .journal_common import committed, encode_all, project, stored_row
-from .output_segments import OUTPUT_TOPIC, REF_LEN, REF_MARK, SEGMENTS_DIR, OutputSegments, is_ref
+from .output_segments import OUTPUT_TOPIC, OutputSegments
+from .segment_format import REF_LEN, REF_MARK, SEGMENTS_DIR, is_ref
 from .sqlite_factory import DB_NAME, TunedSQLiteFactory, prepare_database, store_env
 
 log = logging.getLogger(__name__)
@@ -186,16 +187,16 @@ class SqliteJournal:
         trimmed by retention after the rows were read: it and every row older than it are
         left out (retention deletes from the oldest), and the journal view, which re-checks the
         retained window after each read, answers 410 for the hole; never a 500, never other bytes."""
-        out = []
+        out, gone = [], 0
         with self.segments.reader() as reader:
             for version, topic, state in rows:
                 if is_ref(state):
                     state = reader.state(originator_id, version, state)
                     if state is None:
-                        out = [row for row in out if row[0] > version]
+                        gone = max(gone, version)
                         continue
                 out.append((version, topic, state))
-        return out
+        return [row for row in out if row[0] > gone] if gone else out
 
     # ---- maintenance (the writer thread) --------------------------------------------------
     def trim_events(self, originator_id: str, gt: int, lte: int, keep_topics, limit: int,

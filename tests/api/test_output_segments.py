@@ -12,7 +12,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from session_supervisor.infra.output_segments import _REF, _RECORD, SEGMENTS_DIR, is_ref
+from session_supervisor.infra.segment_format import RECORD, REF, SEGMENTS_DIR, is_ref
 from tests.conftest import make_http
 from tests.helpers import (
     all_events, claim_sandbox, create_session, get_session, ok, output_bytes, spath, wait_event, wait_for,
@@ -41,12 +41,12 @@ def references(state: Path, sid: str) -> list[tuple[int, int, int, int]]:
                           "AND topic=? ORDER BY originator_version", (sid, OUTPUT)).fetchall()
     finally:
         db.close()
-    return [(seq, *_REF.unpack_from(state, 1)) for seq, state in rows if is_ref(state)]
+    return [(seq, *REF.unpack_from(state, 1)) for seq, state in rows if is_ref(state)]
 
 
 def unreferenced_bytes(state: Path, sid: str) -> int:
     """Bytes in the session's segment files beyond what its rows reference."""
-    referenced = sum(_RECORD.size + length for _seq, _file, _offset, length in references(state, sid))
+    referenced = sum(RECORD.size + length for _seq, _file, _offset, length in references(state, sid))
     on_disk = sum(p.stat().st_size for p in (state / SEGMENTS_DIR / sid).glob("*.seg"))
     return on_disk - referenced
 

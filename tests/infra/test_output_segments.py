@@ -5,6 +5,8 @@ journal and the files consistent."""
 from __future__ import annotations
 
 import os
+import random
+import threading
 import shutil
 import sqlite3
 from pathlib import Path
@@ -17,8 +19,8 @@ from session_supervisor.domain.model.spec import normalize_spec
 from session_supervisor.domain.store_faults import InsufficientStorageError
 from session_supervisor.infra import output_segments
 from session_supervisor.infra.event_store import SqliteJournal, SqliteJournals
-from session_supervisor.infra.output_segments import OUT_OF_LINE_MIN, REF_LEN, SEGMENTS_DIR, is_ref
-from session_supervisor.infra.output_segments import _REF as REF
+from session_supervisor.infra.output_segments import OUT_OF_LINE_MIN
+from session_supervisor.infra.segment_format import REF, REF_LEN, SEGMENTS_DIR, is_ref
 
 T0 = 1_780_000_000_000_000_000
 SID = "ses-0000000000000001"
@@ -219,6 +221,7 @@ def test_a_crash_between_deleting_a_stream_and_its_files_leaves_nothing_after_th
     leftover = state_dir / SEGMENTS_DIR / "ses-gone"
     leftover.mkdir()
     (leftover / f"{3:016d}.seg").write_bytes(b"x" * 1000)
+    (state_dir / SEGMENTS_DIR / "not-a-session.txt").write_text("a stray file stops nothing")
     reopened = SqliteJournal(state_dir)
     commit_output(reopened, a_session("ses-3"), [os.urandom(100 * KIB)])
     assert not leftover.exists()
@@ -241,3 +244,42 @@ def test_a_sealed_state_dir_is_complete_on_its_own(state_dir, tmp_path):
     commit_output(resumed, session, [more])
     assert [data for _s, data in output_of(resumed)] == [*chunks, more]
     resumed.close()
+
+
+def test_readers_racing_retention_get_each_event_s_own_bytes_or_nothing(state_dir, monkeypatch):
+    monkeypatch.setattr(output_segments, "SEGMENT_BYTES", 512 * KIB)
+    journal = SqliteJournal(state_dir)
+    session = a_session()
+    content = lambda seq: random.Random(seq).randbytes(128 * KIB)  # noqa: E731
+    stop, seen, failures = threading.Event(), [], []
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                for seq, data in output_of(journal)[:4]:  # the oldest rows: what retention removes
+                    if data != content(seq):
+                        failures.append(f"event {seq} read other bytes")
+                    seen.append(seq)
+            except Exception as exc:  # noqa: BLE001 - any error is the failure reported
+                failures.append(repr(exc))
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for reader in readers:
+        reader.start()
+    deleted = 0
+    try:
+        for _round in range(60):
+            for _ in range(4):
+                session.record_output("stdout", content(session.version + 1), T0 + session.version)
+            assert journal.commit(session.collect_events(), []).store_error is None
+            through = session.version - 8
+            while journal.trim_events(SID, deleted, through, LIFECYCLE_TOPICS, 3) == 3:
+                pass
+            deleted = through
+    finally:
+        stop.set()
+        for reader in readers:
+            reader.join()
+    assert not failures, failures[:5]
+    assert len(seen) > 20 and len(segment_files(state_dir)) <= 4
+    journal.close()
