@@ -24,6 +24,14 @@ MIB = 1024 * 1024
 OUTPUT = "supervisor.Session.Output"
 
 
+def sandbox_with_file(http, server: ServerProcess, block: bytes) -> tuple[str, Path, Path]:
+    """A new sandbox, its state dir, and ``block`` written to a file in its workspace."""
+    sb = claim_sandbox(http)
+    source = server.data_dir / "sandboxes" / sb / "workspace" / "stream.bin"
+    source.write_bytes(block)
+    return sb, server.data_dir / "sandboxes" / sb / "state", source
+
+
 def flood_spec(path: Path, **extra) -> dict:
     return {"command": ["sh", "-c", f"while :; do cat {path}; done"], "event_retention": {"max_bytes": 2**40},
             "lifecycle": {"runtime_recovery": "stop"}, **extra}
@@ -75,10 +83,7 @@ def test_a_kill_during_an_incompressible_flood_loses_no_committed_byte_and_leave
     server = ServerProcess(tmp_path / "data", token=TOKEN, runtime="host").start()
     try:
         with make_http(server.url, TOKEN) as http:
-            sb = claim_sandbox(http)
-            state = server.data_dir / "sandboxes" / sb / "state"
-            source = server.data_dir / "sandboxes" / sb / "workspace" / "stream.bin"
-            source.write_bytes(block)
+            sb, state, source = sandbox_with_file(http, server, block)
             sid = create_session(http, sb, flood_spec(source))["id"]
         for kill in range(5):  # until a kill lands between a segment write and its commit
             with make_http(server.url, TOKEN) as http:
@@ -114,10 +119,7 @@ def test_retention_deletes_whole_segment_files_and_the_disk_stays_bounded(tmp_pa
     server = ServerProcess(tmp_path / "data", token=TOKEN, runtime="host").start()
     try:
         with make_http(server.url, TOKEN) as http:
-            sb = claim_sandbox(http)
-            state = server.data_dir / "sandboxes" / sb / "state"
-            source = server.data_dir / "sandboxes" / sb / "workspace" / "stream.bin"
-            source.write_bytes(block)
+            sb, state, source = sandbox_with_file(http, server, block)
             spec = {"command": ["sh", "-c", f"for i in $(seq 60); do cat {source}; done"],
                     "event_retention": {"max_bytes": 8 * MIB}}
             sid = create_session(http, sb, spec)["id"]
@@ -143,10 +145,7 @@ def test_a_paused_sandbox_keeps_its_segments_and_resumes_reading_and_writing_the
     server = ServerProcess(tmp_path / "data", token=TOKEN, runtime="host").start()
     try:
         with make_http(server.url, TOKEN) as http:
-            sb = claim_sandbox(http)
-            state = server.data_dir / "sandboxes" / sb / "state"
-            source = server.data_dir / "sandboxes" / sb / "workspace" / "stream.bin"
-            source.write_bytes(block)
+            sb, state, source = sandbox_with_file(http, server, block)
             spec = {"command": ["sh", "-c", f"cat {source} {source} {source}; exec sleep 600"]}
             sid = create_session(http, sb, spec)["id"]
             wait_for(lambda: len(output_bytes(all_events(http, sb, sid))) == 3 * len(block), timeout=30)
