@@ -16,10 +16,11 @@ from eventsourcing.application import AggregateNotFoundError, Application
 
 from session_supervisor.domain.model import events as ev
 from session_supervisor.domain.model.errors import UnavailableError
-from session_supervisor.domain.ports import CommitOutcome, StoredRow
+from session_supervisor.domain.ports import CommitOutcome, PublicJson, StoredRow
 from session_supervisor.domain.store_faults import store_error
 
 from .journal_common import committed, encode_all, project, stored_row
+from .public_json import render_rows
 from .sqlite_factory import DB_NAME, TunedSQLiteFactory, prepare_database, store_env
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,12 @@ class SqliteJournal:
         with self._reading():
             rows = self._factory.select_topics(originator_id, gt, lte, topics, limit, desc)
         return [stored_row(decode, version, topic, state) for version, topic, state in rows]
+
+    def read_public_json(self, originator_id: str, gt: int, lte: int, limit: int,
+                         topics: frozenset[str] | None = None) -> tuple[list[PublicJson], int]:
+        with self._reading():
+            rows = self._factory.select_topics(originator_id, gt, lte, topics, limit)
+        return render_rows(originator_id, rows, self._decode)
 
     # ---- maintenance (the writer thread) --------------------------------------------------
     def trim_events(self, originator_id: str, gt: int, lte: int, keep_topics, limit: int,
