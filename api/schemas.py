@@ -10,6 +10,7 @@ from sanic import HTTPResponse, Request
 from session_supervisor.domain.model.network import effective_policy
 from session_supervisor.domain.model.signals import signal_short_name
 from session_supervisor.domain.model.timefmt import rfc3339
+from session_supervisor.domain.ports import PublicJson
 
 from .errors import ApiError
 
@@ -29,6 +30,13 @@ def parse_json(request: Request, allow_empty: bool = True):
 def ok(data, status: int = 200) -> HTTPResponse:
     return HTTPResponse(orjson.dumps({"success": True, "data": data}), status=status,
                         content_type="application/json")
+
+
+def ok_events_page(events: list[PublicJson], earliest: int, latest: int) -> HTTPResponse:
+    """``ok({"events": [...], "cursor": {...}})`` (§1.11) for events the store rendered as JSON."""
+    body = b'{"success":true,"data":{"events":[%b],"cursor":{"earliest":%d,"latest":%d}}}' % (
+        b",".join(json for _seq, _kind, json in events), earliest, latest)
+    return HTTPResponse(body, content_type="application/json")
 
 
 _TIMES = (("started_ns", "started_at"), ("ready_ns", "ready_at"), ("finished_ns", "finished_at"))

@@ -10,6 +10,7 @@ import asyncio
 from typing import Callable
 
 from .hub import Hub, Subscriber
+from .read_ahead import PageReadAhead
 from .model.errors import CursorExpiredError, InvalidRequestError
 from .model.session import Session
 from .retention import Retention
@@ -23,6 +24,7 @@ class SessionJournal:
         self.hub = hub
         self.retention = retention
         self.session = session  # by id; SessionNotFoundError (404) for an unknown one
+        self.read_ahead = PageReadAhead(store.read_public_json)
 
     def cursor(self, session: Session) -> tuple[int, int]:
         return session.earliest_seq, self.store.committed_seq.get(session.id, 0)
@@ -35,14 +37,23 @@ class SessionJournal:
             raise CursorExpiredError(earliest, latest)
         return earliest, latest
 
+    async def _read(self, session_id: str, after: int, upto: int, limit: int, lifecycle_only: bool, as_json: bool):
+        """Public records (dicts), or with ``as_json`` the public events as JSON bytes with the
+        seq of the last row read (``PublicJson``): what pages and SSE send, at half the cost,
+        and read ahead for a client paging on."""
+        if as_json:
+            return await self.read_ahead.page(session_id, after, upto, limit, lifecycle_only)
+        return await asyncio.to_thread(self.store.read_records, session_id, after, upto, limit, lifecycle_only)
+
     # ---- journal ---------------------------------------------------------------------------
-    async def events_page(self, session_id: str, after: int, limit: int) -> tuple[list[dict], tuple[int, int]]:
+    async def events_page(self, session_id: str, after: int, limit: int, *, as_json: bool = False):
+        """A page of events after ``after`` (records, or JSON with ``as_json``) and the cursor."""
         session = self.session(session_id)
         self.retention.trim(session)
         earliest, latest = self.check_cursor(session, after)
-        records = await asyncio.to_thread(self.store.read_records, session_id, after, latest, limit)
+        events = await self._read(session_id, after, latest, limit, False, as_json)
         self._still_retained(session, after)
-        return records, (earliest, latest)
+        return events, (earliest, latest)
 
     def _still_retained(self, session: Session, after: int) -> None:
         """A trim that passed ``after`` while the page was read may have deleted part of it:
@@ -58,26 +69,25 @@ class SessionJournal:
         _earliest, latest = self.check_cursor(session, after)
         return self.hub.subscribe(session_id), latest
 
-    async def replay(self, session_id: str, after: int, upto: int, page: int = 1000) -> list[dict]:
+    async def replay(self, session_id: str, after: int, upto: int, page: int = 1000, *, as_json: bool = False):
         """One page of a stream's replay; CursorExpiredError if trimming overtook it."""
         session = self.session(session_id)
-        records = await asyncio.to_thread(self.store.read_records, session_id, after, upto, page)
+        events = await self._read(session_id, after, upto, page, False, as_json)
         self._still_retained(session, after)
-        return records
+        return events
 
     # ---- audit views: the full attempt history, never trimmed while the session exists ---------
     def attempts(self, session_id: str) -> list[dict]:
         return self.session(session_id).attempts
 
-    async def history_page(self, session_id: str, after: int, limit: int) -> tuple[list[dict], tuple[int, int]]:
+    async def history_page(self, session_id: str, after: int, limit: int, *, as_json: bool = False):
         """Lifecycle events only (``session.*``, ``attempt.*``), from seq 1 whatever was trimmed."""
         self.session(session_id)  # 404 for an unknown session
         latest = self.store.committed_seq.get(session_id, 0)
         if after > latest:
             raise InvalidRequestError(f"event cursor must not be greater than latest sequence {latest}")
-        records = await asyncio.to_thread(self.store.read_records, session_id, after, latest, limit,
-                                          lifecycle_only=True)
-        return records, (1, latest)
+        events = await self._read(session_id, after, latest, limit, True, as_json)
+        return events, (1, latest)
 
     async def output_tail(self, session_id: str, upto: int, min_bytes: int) -> list[tuple[str, bytes]]:
         """The latest retained output up to seq ``upto``, oldest first, as (stream, bytes).

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, NamedTuple, Protocol
 
 if TYPE_CHECKING:  # annotations only: the ports name domain types without importing their modules
     from .commits import CommitPipeline
@@ -140,15 +140,19 @@ class Pausable(Protocol):
     def resume_output(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class StoredRow:
+class StoredRow(NamedTuple):
     """One stored event as the journal store reads it back: its seq (the aggregate version),
-    its topic, its fields (bytes stay bytes) and when it happened."""
+    its topic, its fields (bytes stay bytes) and when it happened. A tuple: replay builds one
+    per event, and a dataclass's ``__init__`` cost a tenth of a replayed event."""
 
     seq: int
     topic: str
     state: dict
     occurred_ns: int
+
+
+# An event as journal pages and SSE replay send it: (seq, public type, its public record as JSON).
+PublicJson = tuple[int, str, bytes]
 
 
 @dataclass
@@ -168,7 +172,8 @@ class JournalStore(Protocol):
 
     ``infra.event_store.SqliteJournal`` keeps it in one SQLite file in the sandbox's state dir;
     a PostgreSQL store keeps it in the database. The domain never sees SQL, rows or the codec:
-    it commits domain events, loads aggregates, and reads ``StoredRow``s. Calls block: the
+    it commits domain events, loads aggregates, and reads ``StoredRow``s (or, for pages and
+replay, the public events as JSON). Calls block: the
     commit and the maintenance calls run on the writer thread, reads in worker threads.
     """
 
@@ -177,6 +182,10 @@ class JournalStore(Protocol):
     def commit(self, events: list, snapshots: list) -> CommitOutcome: ...  # never raises
     def read_rows(self, originator_id: str, gt: int, lte: int, limit: int,
                   topics: frozenset[str] | None = None, desc: bool = False) -> list[StoredRow]: ...
+    # The same rows' public events as JSON (no StoredRow or record dict: the replay path),
+    # and the seq of the last row read.
+    def read_public_json(self, originator_id: str, gt: int, lte: int, limit: int,
+                         topics: frozenset[str] | None = None) -> tuple[list[PublicJson], int]: ...
     def trim_events(self, originator_id: str, gt: int, lte: int, keep_topics: Iterable[str], limit: int,
                     snapshots_before: int = 0) -> int: ...
     def reclaim_pages(self, keep_pages: int, max_pages: int) -> int: ...

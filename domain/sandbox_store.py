@@ -13,7 +13,7 @@ from .model.journal import LIFECYCLE_TOPICS, OUTPUT_TOPIC, PUBLIC_TYPE, JournalE
 from .model.sandbox import Sandbox
 from .model.session import Session
 from .model.timefmt import rfc3339
-from .ports import JournalStore
+from .ports import JournalStore, PublicJson
 
 OUTPUT_ONLY = frozenset((OUTPUT_TOPIC,))
 TAIL_PAGE = 256
@@ -78,6 +78,12 @@ class SandboxStore:
                                       LIFECYCLE_TOPICS if lifecycle_only else None)
         return [public_record(session_id, row.seq, row.topic, row.state, rfc3339(row.occurred_ns))
                 for row in rows if row.topic in PUBLIC_TYPE]
+
+    def read_public_json(self, session_id: str, after: int, upto: int, limit: int,
+                         lifecycle_only: bool = False) -> tuple[list[PublicJson], int]:
+        """The same events as JSON for pages and SSE, and the seq of the last row read."""
+        return self.journal.read_public_json(session_id, after, upto, limit,
+                                             LIFECYCLE_TOPICS if lifecycle_only else None)
 
     def read_output_tail(self, session_id: str, floor: int, upto: int,
                          min_bytes: int) -> list[tuple[str, bytes]]:

@@ -15,13 +15,14 @@ import logging
 from psycopg.sql import SQL, Identifier
 
 from session_supervisor.domain.model.errors import StoreUnavailableError
-from session_supervisor.domain.ports import CommitOutcome, StoredRow
+from session_supervisor.domain.ports import CommitOutcome, PublicJson, StoredRow
 from session_supervisor.domain.store_faults import store_error
 
 from .cluster import LeaseOwnership
 from .journal_common import committed, encode_all, project, stored_row
 from .leases import LeaseLostError, fence
 from .leases import TABLE as LEASES_TABLE
+from .public_json import render_rows
 from .pg_store import create_sandbox_tables, drop_sandbox_tables, insert, mapper, recorders, table_names
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,16 @@ class PostgresJournal:
     # ---- reads (worker threads) -----------------------------------------------------------
     def read_rows(self, originator_id: str, gt: int, lte: int, limit: int,
                   topics: frozenset[str] | None = None, desc: bool = False) -> list[StoredRow]:
+        decode = self._decode
+        return [stored_row(decode, version, topic, state)
+                for version, topic, state in self._select(originator_id, gt, lte, limit, topics, desc)]
+
+    def read_public_json(self, originator_id: str, gt: int, lte: int, limit: int,
+                         topics: frozenset[str] | None = None) -> tuple[list[PublicJson], int]:
+        return render_rows(originator_id, self._select(originator_id, gt, lte, limit, topics), self._decode)
+
+    def _select(self, originator_id: str, gt: int, lte: int, limit: int, topics, desc: bool = False) -> list:
+        """``(version, topic, state)`` rows in (gt, lte], ascending (or descending)."""
         where = SQL(" AND topic = ANY(%s)") if topics else SQL("")
         params = [originator_id, gt, lte, *([sorted(topics)] if topics else []), limit]
         statement = SQL("SELECT originator_version, topic, state FROM {} WHERE originator_id = %s"
@@ -94,8 +105,7 @@ class PostgresJournal:
         with self._datastore.transaction(commit=False) as cursor:
             cursor.execute(statement, params)
             rows = cursor.fetchall()
-        decode = self._decode
-        return [stored_row(decode, row["originator_version"], row["topic"], bytes(row["state"])) for row in rows]
+        return [(row["originator_version"], row["topic"], bytes(row["state"])) for row in rows]
 
     # ---- maintenance (the writer thread): fenced like a commit ---------------------------------
     def _fenced(self, statements: list) -> int:

@@ -9,7 +9,7 @@ from sanic import Blueprint, Request
 
 from ..wire import parse_cursor, parse_limit
 
-from ..schemas import ok, render_attempt
+from ..schemas import ok, ok_events_page, render_attempt
 from .sessions import service
 
 bp = Blueprint("audit", url_prefix="/api/v1/sandboxes/<sandbox_id>/sessions/<session_id>")
@@ -29,5 +29,6 @@ async def list_history(request: Request, sandbox_id: str, session_id: str):
     """
     after = parse_cursor(request.args.get("after"))
     limit = parse_limit(request.args.get("limit"))
-    records, (earliest, latest) = await service(request, sandbox_id).journal.history_page(session_id, after, limit)
-    return ok({"events": records, "cursor": {"earliest": earliest, "latest": latest}})
+    (events, _last), (earliest, latest) = await service(request, sandbox_id).journal.history_page(
+        session_id, after, limit, as_json=True)
+    return ok_events_page(events, earliest, latest)

@@ -6,8 +6,8 @@ from sanic import Blueprint, Request
 from session_supervisor.domain.model.errors import CursorExpiredError
 from ..wire import parse_cursor, parse_limit
 
-from ..schemas import ok
-from ..sse import HEARTBEAT_S, heartbeat_frame, sse_frame
+from ..schemas import ok_events_page
+from ..sse import HEARTBEAT_S, heartbeat_frame, sse_frame, sse_frames
 from .sessions import service
 
 bp = Blueprint("journal", url_prefix="/api/v1/sandboxes/<sandbox_id>/sessions/<session_id>")
@@ -18,16 +18,16 @@ async def list_events(request: Request, sandbox_id: str, session_id: str):
     """200 {"events", "cursor"}; 400 bad after/limit or after > latest; 404; 410 event_cursor_expired."""
     after = parse_cursor(request.args.get("after"))
     limit = parse_limit(request.args.get("limit"))
-    records, (earliest, latest) = await service(request, sandbox_id).journal.events_page(session_id, after, limit)
-    return ok({"events": records, "cursor": {"earliest": earliest, "latest": latest}})
+    (events, _last), (earliest, latest) = await service(request, sandbox_id).journal.events_page(
+        session_id, after, limit, as_json=True)
+    return ok_events_page(events, earliest, latest)
 
 
-async def send_frames(response, records: list[dict], chunk: int = 1 << 20) -> None:
+async def send_frames(response, frames: list[bytes], chunk: int = 1 << 20) -> None:
     """Frames in writes of about ``chunk`` bytes: a batch of large output events is never
-    rendered into one buffer at once."""
+    joined into one buffer at once."""
     parts, size = [], 0
-    for record in records:
-        frame = sse_frame(record)
+    for frame in frames:
         parts.append(frame)
         size += len(frame)
         if size >= chunk:
@@ -58,11 +58,11 @@ async def stream_events(request: Request, sandbox_id: str, session_id: str):
         last = after
         try:
             while last < upto:  # replay the committed snapshot, page by page
-                records = await svc.journal.replay(session_id, last, upto)
-                if not records:
+                events, read_upto = await svc.journal.replay(session_id, last, upto, as_json=True)
+                if not read_upto:
                     break
-                await send_frames(response, records)
-                last = records[-1]["seq"]
+                await send_frames(response, sse_frames(events))
+                last = read_upto
         except CursorExpiredError:  # trimming overtook the replay: end; the reconnect gets 410
             await response.eof()
             return
@@ -71,10 +71,10 @@ async def stream_events(request: Request, sandbox_id: str, session_id: str):
         await response.send(heartbeat_frame(last))
         while True:
             batch = await subscriber.next_batch(HEARTBEAT_S)
-            fresh = [entry.record() for entry in batch if entry.seq > last]
+            fresh = [entry for entry in batch if entry.seq > last]
             if fresh:
-                await send_frames(response, fresh)
-                last = fresh[-1]["seq"]
+                await send_frames(response, [sse_frame(entry.record()) for entry in fresh])
+                last = fresh[-1].seq
             elif subscriber.closed_reason:
                 break
             elif not batch:

@@ -11,7 +11,7 @@ _SECOND = 1_000_000
 
 def rfc3339(value: datetime | int) -> str:
     """From a datetime or integer nanoseconds since the epoch (no datetime is built then)."""
-    if isinstance(value, int):
+    if type(value) is int:
         second, micros = divmod(value // 1000, _SECOND)
     else:
         delta = value - EPOCH
@@ -22,5 +22,5 @@ def rfc3339(value: datetime | int) -> str:
             _SECONDS.clear()
         text = _SECONDS[second] = timestamp_of(second * 1_000_000_000).strftime("%Y-%m-%dT%H:%M:%S")
     if micros:
-        text += "." + f"{micros:06d}".rstrip("0")
+        return "%s.%sZ" % (text, ("%06d" % micros).rstrip("0"))
     return text + "Z"

@@ -283,3 +283,28 @@ def test_readers_racing_retention_get_each_event_s_own_bytes_or_nothing(state_di
     assert not failures, failures[:5]
     assert len(seen) > 20 and len(segment_files(state_dir)) <= 4
     journal.close()
+
+
+def test_pages_of_events_kept_out_of_line_are_byte_identical_to_the_same_events_inline(tmp_path, monkeypatch):
+    chunks = [os.urandom(256 * KIB), b"small\n", os.urandom(40 * KIB)]
+    pages = []
+    for threshold in (OUT_OF_LINE_MIN, 2**40):
+        monkeypatch.setattr(output_segments, "OUT_OF_LINE_MIN", threshold)
+        journal = SqliteJournal(tmp_path / str(threshold))
+        commit_output(journal, a_session(), chunks)
+        pages.append(journal.read_public_json(SID, 0, 10**9, 100))
+        journal.close()
+    out_of_line, inline = pages
+    assert out_of_line == inline and len(out_of_line[0]) == 5
+    assert any(is_ref(s) for s in stored_states(tmp_path / str(OUT_OF_LINE_MIN)).values())
+    assert not any(is_ref(s) for s in stored_states(tmp_path / str(2**40)).values())
+
+
+def test_a_page_whose_oldest_records_are_gone_still_tells_the_last_row_read(state_dir):
+    journal = SqliteJournal(state_dir)
+    commit_output(journal, a_session(), [os.urandom(256 * KIB) for _ in range(3)])
+    for path in segment_files(state_dir):
+        path.unlink()  # retention took them after the rows were read
+    events, last = journal.read_public_json(SID, 2, 10**9, 100)
+    assert events == [] and last == 5  # the view's re-check answers 410; a reader still moves on
+    journal.close()

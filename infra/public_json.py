@@ -1,0 +1,76 @@
+"""The public journal as JSON bytes, straight from stored rows (issue 18: replay rate).
+
+``domain.model.journal.public_record`` defines the public Event object (§3.2). Journal pages
+and SSE replay used to decode every row into a ``StoredRow``, build that dict, then serialize
+it: about 4 µs an event, on the one core the server has for Python. Output events are most of
+any journal, so for them this module writes the very same bytes in one step from the decoded
+fields (one bytes format per event, the quoted ids cached per page): half the cost. Every
+other event goes through ``public_record`` and orjson. ``tests/api/test_journal_json.py`` pins
+both to ``orjson.dumps(public_record(...))``, byte for byte.
+
+Both journal stores (SQLite, PostgreSQL) read raw ``(version, topic, state)`` rows and hand
+them here with their codec's ``decode_record``.
+"""
+from __future__ import annotations
+
+from binascii import b2a_base64
+from typing import Callable
+
+import orjson
+
+from session_supervisor.domain.model.journal import OUTPUT_TOPIC, PUBLIC_TYPE, public_record
+from session_supervisor.domain.model.timefmt import rfc3339
+from session_supervisor.domain.ports import PublicJson
+
+_OUTPUT = (b'{"seq":%d,"session_id":%b,"runtime_generation":%d,%b"type":"output","stream":%b,'
+           b'"data_base64":"%b",%b"occurred_at":"%b%bZ"}')
+
+
+class _Quoted(dict):
+    """str -> its JSON string bytes, each computed once per page (ids repeat on every row)."""
+
+    def __missing__(self, text: str) -> bytes:
+        quoted = self[text] = orjson.dumps(text)
+        return quoted
+
+
+class _AttemptFields(dict):
+    """attempt id -> its ``"attempt_id":"…",`` field (none for an event outside an attempt)."""
+
+    def __missing__(self, attempt_id) -> bytes:
+        field = self[attempt_id] = b'"attempt_id":%b,' % orjson.dumps(attempt_id) if attempt_id else b""
+        return field
+
+
+class _Seconds(dict):
+    """Whole second -> ``YYYY-MM-DDTHH:MM:SS`` as bytes (a page spans few seconds)."""
+
+    def __missing__(self, second: int) -> bytes:
+        text = self[second] = rfc3339(second * 1_000_000_000)[:-1].encode()  # without the "Z"
+        return text
+
+
+def render_rows(session_id: str, rows: list, decode_record: Callable[[bytes], dict]) -> tuple[list[PublicJson], int]:
+    """``(seq, public type, JSON)`` of each public event among raw ``(version, topic, state)``
+    rows, and the seq of the last row read (0 for none): a page of rows none of which is
+    public still moves a reader on."""
+    quoted, attempts, seconds = _Quoted(), _AttemptFields(), _Seconds()
+    session = quoted[session_id]
+    rendered: list[PublicJson] = []
+    append = rendered.append
+    for seq, topic, state in rows:
+        kind = PUBLIC_TYPE.get(topic)
+        if kind is None:
+            continue
+        fields = decode_record(state)
+        if topic == OUTPUT_TOPIC and type(fields["generation"]) is int:
+            second, micros = divmod(fields.get("__ts", 0), 1_000_000)  # RFC 3339 as ``rfc3339`` writes it
+            reason = fields.get("reason")
+            append((seq, kind, _OUTPUT % (
+                seq, session, fields["generation"], attempts[fields["attempt_id"]], quoted[fields["stream"]],
+                b2a_base64(fields["data"], newline=False), b'"reason":%b,' % quoted[reason] if reason else b"",
+                seconds[second], (b".%06d" % micros).rstrip(b"0") if micros else b"")))
+        else:
+            occurred = rfc3339(fields.pop("__ts", 0) * 1000)
+            append((seq, kind, orjson.dumps(public_record(session_id, seq, topic, fields, occurred))))
+    return rendered, rows[-1][0] if rows else 0
