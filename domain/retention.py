@@ -39,8 +39,8 @@ PURGE_NOW_BYTES = 16 * 1024 * 1024  # ...unless this much (or half the budget) i
 DELETE_ROWS = 64  # per transaction: the writer is never held for long (a tick waits at most one)
 SNAPSHOT_EVENTS = 500
 SNAPSHOT_BYTES = 64 * 1024 * 1024
-KEEP_FREE_PAGES = 128  # 8 MiB of 64 KiB pages stay free for the next inserts
-VACUUM_PAGES = 64  # per writer call (4 MiB of 64 KiB pages)
+KEEP_FREE_BYTES = 8 * 1024 * 1024  # of freed space, kept for the next inserts to reuse
+VACUUM_BYTES = 4 * 1024 * 1024  # handed back to the filesystem per writer call
 _UNSAVED = ("_id", "_version", "_pending_events")
 
 
@@ -209,7 +209,7 @@ class Retention:
 
     async def _reclaim(self, journal: JournalStore) -> None:
         while await self.pipeline.run_in_writer(
-                partial(journal.reclaim_pages, KEEP_FREE_PAGES, VACUUM_PAGES)) >= VACUUM_PAGES:
+                partial(journal.reclaim_space, KEEP_FREE_BYTES, VACUUM_BYTES)) >= VACUUM_BYTES:
             pass
 
 

@@ -222,8 +222,8 @@ class SqliteJournal:
     def _reference_bounds(self, originator_id: str) -> tuple:
         return self._factory.reference_bounds(originator_id, OUTPUT_TOPIC, REF_MARK, REF_LEN)
 
-    def reclaim_pages(self, keep_pages: int, max_pages: int) -> int:
-        return self._factory.reclaim_pages(keep_pages, max_pages)
+    def reclaim_space(self, keep_bytes: int, max_bytes: int) -> int:
+        return self._factory.reclaim_space(keep_bytes, max_bytes)
 
     def delete_stream(self, originator_id: str) -> None:
         with self._reading(), self._factory.datastore.transaction(commit=True) as cursor:

@@ -140,7 +140,7 @@ class PostgresJournal:
         deleted = self._fenced(statements)
         return deleted if lte > gt else 0
 
-    def reclaim_pages(self, keep_pages: int, max_pages: int) -> int:
+    def reclaim_space(self, keep_bytes: int, max_bytes: int) -> int:
         return 0  # autovacuum reclaims dead rows (pg_store sets its thresholds for retention)
 
     def delete_stream(self, originator_id: str) -> None:

@@ -1,8 +1,8 @@
 """The SQLite file of a sandbox's journal and the library's factory, tuned.
 
-The file is created with 64 KiB pages and WAL before the library opens it (ingest-path.md:
-pages matter most), with incremental auto-vacuum so that retention can hand freed pages
-back. Every connection lowers ``wal_autocheckpoint``. The factory adds the SQL the library
+The file is created with its page size (``PAGE_BYTES``) and WAL before the library opens
+it, with incremental auto-vacuum so that retention can hand freed pages back. Every
+connection lowers ``wal_autocheckpoint``. The factory adds the SQL the library
 has no API for (retention deletes, vacuum, plain-tuple reads, the aggregate ids).
 """
 from __future__ import annotations
@@ -14,7 +14,15 @@ from pathlib import Path
 from eventsourcing.sqlite import SQLiteFactory
 
 DB_NAME = "journal.sqlite"
+# 16 KiB pages for stores made now. Output of 32 KiB and more is stored out of line
+# (``output_segments``), so rows are small; a commit of one small event writes a few pages to
+# the WAL and fsyncs them, and with 64 KiB pages (the right size when every output byte went
+# into the file) that made an input's commit take twice as long: input POST to its echo p50
+# 1.51 -> 1.29 ms, p99 4.30 -> 2.04 ms (interleaved servers); ingest and replay unchanged.
+# A store keeps the page size it was made with.
+PAGE_BYTES = 16 * 1024
 WAL_LIMIT_BYTES = 8 * 1024 * 1024
+WAL_CHECKPOINT_BYTES = 16 * 1024 * 1024  # the WAL is folded into the file after this much
 
 
 class TunedSQLiteFactory(SQLiteFactory):
@@ -27,10 +35,12 @@ class TunedSQLiteFactory(SQLiteFactory):
 
         def tuned_connection():
             connection = create()
-            connection._sqlite_conn.execute("PRAGMA wal_autocheckpoint=256")
+            raw = connection._sqlite_conn
+            page_size = raw.execute("PRAGMA page_size").fetchone()[0]
+            raw.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_BYTES // page_size}")
             # A WAL file keeps its largest size unless told otherwise: after a flood it would
             # hold tens of MiB that retention had already freed (issue 10: bound the disk).
-            connection._sqlite_conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
+            raw.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
             return connection
 
         pool._create_connection = tuned_connection
@@ -74,18 +84,19 @@ class TunedSQLiteFactory(SQLiteFactory):
                 (originator_id, gt, lte, *keep, limit))
             return cursor.sqlite_cursor.rowcount
 
-    def reclaim_pages(self, keep_pages: int, max_pages: int) -> int:
-        """Give up to ``max_pages`` free pages back to the filesystem, keeping ``keep_pages``
-        for the next inserts to reuse; returns the pages freed. Python's ``execute`` runs
+    def reclaim_space(self, keep_bytes: int, max_bytes: int) -> int:
+        """Give up to ``max_bytes`` of free pages back to the filesystem, keeping ``keep_bytes``
+        for the next inserts to reuse; returns the bytes freed. Python's ``execute`` runs
         only one step of ``incremental_vacuum``, ``executescript`` runs it to the end."""
         with self.datastore.get_connection(commit=True) as connection:
             raw = connection._sqlite_conn
+            page_size = raw.execute("PRAGMA page_size").fetchone()[0]
             free = raw.execute("PRAGMA freelist_count").fetchone()[0]
-            pages = min(max_pages, free - keep_pages)
+            pages = min(max_bytes // page_size, free - keep_bytes // page_size)
             if pages <= 0:
                 return 0
             raw.executescript(f"PRAGMA incremental_vacuum({int(pages)})")
-            return pages
+            return pages * page_size
 
     def select_topics(self, originator_id: str, gt: int, lte: int, topics, limit: int,
                       desc: bool = False) -> list:
@@ -141,7 +152,7 @@ def prepare_database(state_dir: Path) -> Path:
         state_dir.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(path)
         try:
-            connection.execute("PRAGMA page_size=65536")
+            connection.execute(f"PRAGMA page_size={PAGE_BYTES}")
             connection.execute("PRAGMA auto_vacuum=INCREMENTAL")
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("CREATE TABLE IF NOT EXISTS _created (x)")
