@@ -22,6 +22,8 @@ from session_supervisor.domain.model.journal import OUTPUT_TOPIC, PUBLIC_TYPE, p
 from session_supervisor.domain.model.timefmt import rfc3339
 from session_supervisor.domain.ports import PublicJson
 
+from .codec import output_fields
+
 _OUTPUT = (b'{"seq":%d,"session_id":%b,"runtime_generation":%d,%b"type":"output","stream":%b,'
            b'"data_base64":"%b",%b"occurred_at":"%b%bZ"}')
 
@@ -35,11 +37,21 @@ class _Quoted(dict):
 
 
 class _AttemptFields(dict):
-    """attempt id -> its ``"attempt_id":"…",`` field (none for an event outside an attempt)."""
+    """attempt id (str, or UTF-8 from an output frame) -> its ``"attempt_id":"…",`` field
+    (none for an event outside an attempt)."""
 
     def __missing__(self, attempt_id) -> bytes:
-        field = self[attempt_id] = b'"attempt_id":%b,' % orjson.dumps(attempt_id) if attempt_id else b""
+        text = attempt_id.decode() if type(attempt_id) is bytes else attempt_id
+        field = self[attempt_id] = b'"attempt_id":%b,' % orjson.dumps(text) if text else b""
         return field
+
+
+class _QuotedUtf8(dict):
+    """UTF-8 bytes -> their JSON string bytes (an output frame's stream)."""
+
+    def __missing__(self, raw: bytes) -> bytes:
+        quoted = self[raw] = orjson.dumps(raw.decode())
+        return quoted
 
 
 class _Seconds(dict):
@@ -54,13 +66,20 @@ def render_rows(session_id: str, rows: list, decode_record: Callable[[bytes], di
     """``(seq, public type, JSON)`` of each public event among raw ``(version, topic, state)``
     rows, and the seq of the last row read (0 for none): a page of rows none of which is
     public still moves a reader on."""
-    quoted, attempts, seconds = _Quoted(), _AttemptFields(), _Seconds()
+    quoted, streams, attempts, seconds = _Quoted(), _QuotedUtf8(), _AttemptFields(), _Seconds()
     session = quoted[session_id]
     rendered: list[PublicJson] = []
     append = rendered.append
     for seq, topic, state in rows:
         kind = PUBLIC_TYPE.get(topic)
         if kind is None:
+            continue
+        if state[:1] == b"O":  # an output frame: no JSON to parse, no dict to build
+            micros, generation, stream, attempt_id, data = output_fields(state)
+            second, micros = divmod(micros, 1_000_000)
+            append((seq, kind, _OUTPUT % (
+                seq, session, generation, attempts[attempt_id], streams[stream], b2a_base64(data, newline=False),
+                b"", seconds[second], (b".%06d" % micros).rstrip(b"0") if micros else b"")))
             continue
         fields = decode_record(state)
         if topic == OUTPUT_TOPIC and type(fields["generation"]) is int:

@@ -114,3 +114,46 @@ def test_public_records_are_pinned_per_event_type():
 def test_backoff_reasons_are_go_duration_strings(delay_ms, reason):
     from session_supervisor.domain.model.policies import go_duration
     assert go_duration(delay_ms) == reason
+
+
+@pytest.mark.parametrize("fields", [
+    {"generation": 1, "attempt_id": "att-1", "stream": "stdout", "data": b"hello\n"},
+    {"generation": 0, "attempt_id": "", "stream": "stderr", "data": b""},               # no attempt yet
+    {"generation": 7, "attempt_id": "att-\u00e9", "stream": "pty", "data": b"z" * 70_000},  # compressed
+    {"generation": 2**32 - 1, "attempt_id": "a" * 300, "stream": "s\u2028", "data": os.urandom(2000)},
+])
+def test_an_output_event_is_stored_in_its_fixed_frame_and_reads_back_whole(fields):
+    from session_supervisor.domain.model.event_base import timestamp_of
+    codec = OrjsonTranscoder()
+    state = {"timestamp": timestamp_of(T0), **fields}
+    frame = codec.encode(state)
+    assert frame[:1] == b"O" and b"{" not in frame[:20]  # no JSON header to parse on replay
+    assert codec.decode(frame) == state
+    assert codec.decode_record(frame) == {"__ts": T0 // 1000, **fields}
+    assert len(frame) < len(codec.encode_generic(state))
+
+
+@pytest.mark.parametrize("odd", [
+    {"generation": 2**32},                 # beyond the frame's u32
+    {"attempt_id": None},
+    {"generation": True},
+    {"stream": "x" * 256},
+])
+def test_an_output_event_the_fixed_frame_cannot_hold_takes_the_generic_frame(odd):
+    from session_supervisor.domain.model.event_base import timestamp_of
+    codec = OrjsonTranscoder()
+    state = {"timestamp": timestamp_of(T0), "generation": 1, "attempt_id": "att-1", "stream": "stdout",
+             "data": b"x", **odd}
+    frame = codec.encode(state)
+    assert frame[:1] == b"B"
+    assert codec.decode(frame) == state
+
+
+def test_output_stored_in_the_generic_frame_by_an_earlier_release_still_reads_back():
+    from session_supervisor.domain.model.event_base import timestamp_of
+    codec = OrjsonTranscoder()
+    state = {"timestamp": timestamp_of(T0), "attempt_id": "att-1", "generation": 3, "stream": "stdout",
+             "data": b"hello\n" * 400}
+    old = codec.encode_generic(state)
+    assert old[:1] == b"B"
+    assert codec.decode(old) == state

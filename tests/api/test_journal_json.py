@@ -102,6 +102,20 @@ def test_output_rows_of_unusual_shapes_render_as_the_one_renderer_does(state):
     assert json == orjson.dumps(public_records('ses-"odd"', [row])[0])
 
 
+def test_output_rows_in_the_fixed_frame_and_in_the_generic_one_render_the_same_bytes():
+    decode = OrjsonTranscoder().decode_record
+    codec = OrjsonTranscoder()
+    for fields in ({"generation": 2, "attempt_id": "att-1", "stream": "stdout", "data": b"hi\n"},
+                   {"generation": 0, "attempt_id": "", "stream": "pty", "data": bytes(range(256)) * 9}):
+        state = {"timestamp": timestamp_of(T0 + 789_000), **fields}
+        fixed, generic = codec.encode(state), codec.encode_generic(state)
+        assert (fixed[:1], generic[:1]) == (b"O", b"B")
+        row = StoredRow(5, ev.Output.TOPIC, fields, T0 + 789_000)
+        want = orjson.dumps(public_records("ses-1", [row])[0])
+        assert render_rows("ses-1", [(5, ev.Output.TOPIC, fixed)], decode)[0][0][2] == want
+        assert render_rows("ses-1", [(5, ev.Output.TOPIC, generic)], decode)[0][0][2] == want
+
+
 def test_rows_without_a_public_type_are_left_out_but_still_move_the_reader_on():
     decode = OrjsonTranscoder().decode_record
     assert render_rows("ses-1", [raw(StoredRow(4, "supervisor.Unknown", {}, T0))], decode) == ([], 4)
