@@ -6,7 +6,9 @@ library's recorders and the codec stay here (the file's tuning: ``sqlite_factory
 """
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import shutil
 import sqlite3
 import threading
@@ -29,6 +31,8 @@ from .sqlite_factory import DB_NAME, TunedSQLiteFactory, prepare_database, store
 
 log = logging.getLogger(__name__)
 
+NEARLY_FULL_BYTES = 1024 * 1024  # less than this left: an I/O error on the store is a full disk
+
 
 # Older snapshots are dead weight: loading only ever reads the newest one per aggregate.
 PRUNE_SNAPSHOTS = (
@@ -39,6 +43,23 @@ PRUNE_SNAPSHOTS = (
 
 class StoreStillInUseError(OSError):
     pass
+
+
+def full_disk_as_such(exc: BaseException, directory: Path) -> BaseException:
+    """SQLite reports a full disk as "disk I/O error" when the write it could not do was the
+    shared-memory index's (``-shm``) rather than a page: say ENOSPC when the store's filesystem
+    has no room left, so the caller gets 507, not 503 (seen on a full tmpfs, now and then)."""
+    if isinstance(exc, OSError) or "disk i/o error" not in str(exc).lower():
+        return exc
+    try:
+        stats = os.statvfs(directory)
+    except OSError:
+        return exc
+    if stats.f_bavail * stats.f_frsize >= NEARLY_FULL_BYTES:
+        return exc
+    error = OSError(errno.ENOSPC, f"{exc} (no space left on the store's filesystem)")
+    error.__cause__ = exc
+    return error
 
 
 class SegmentMapper(Mapper):
@@ -79,9 +100,12 @@ class SqliteJournal:
     """One sandbox's journal in one SQLite file (the ``JournalStore`` port)."""
 
     def __init__(self, state_dir: Path) -> None:
-        self.path = prepare_database(state_dir)
-        self.segments = OutputSegments(state_dir, self._reference_bounds)
-        self._app = _EventsApplication(store_env(state_dir), self.segments)
+        try:
+            self.path = prepare_database(state_dir)
+            self.segments = OutputSegments(state_dir, self._reference_bounds)
+            self._app = _EventsApplication(store_env(state_dir), self.segments)
+        except Exception as exc:
+            raise full_disk_as_such(exc, state_dir) from exc
         self._factory: TunedSQLiteFactory = self._app.factory
         self._decode = self._app.mapper.transcoder.decode_record
         self._readers = 0
@@ -157,7 +181,7 @@ class SqliteJournal:
         except Exception as exc:
             self.segments.undo(written)  # a held batch is retried whole, with the same seqs
             log.warning("journal store refused a commit: %s", exc)
-            return CommitOutcome(store_error=store_error(exc))
+            return CommitOutcome(store_error=store_error(full_disk_as_such(exc, self.path.parent)))
         self.segments.committed(written)
         return committed(poisoned, self.stored_copy)
 
