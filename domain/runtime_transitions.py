@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ADMIT_TRIES = 3
-PAUSE_MIN_FREE_BYTES = 16 * 1024 * 1024  # room for the snapshots and the WAL of a checkpoint
+# Room a pause needs for its snapshots and the WAL of a checkpoint, and a claim for a new
+# store and its first writes: less than this free, either is refused (507) before it starts.
+MIN_FREE_BYTES = 16 * 1024 * 1024
 
 
 class RuntimeTransitions:
@@ -110,10 +112,10 @@ class RuntimeTransitions:
         """Refuse a pause up front (507) rather than freeze everything and fail half-way."""
         self.manager.pipeline.check_writable(store)
         free = store.free_bytes()
-        if free is not None and free < PAUSE_MIN_FREE_BYTES:
+        if free is not None and free < MIN_FREE_BYTES:
             raise InsufficientStorageError(
                 f"not enough free space to checkpoint the sandbox: {free} bytes free, "
-                f"{PAUSE_MIN_FREE_BYTES} needed")
+                f"{MIN_FREE_BYTES} needed")
 
     async def resume(self, sandbox_id: str):
         """Bring a paused sandbox back as a new runtime generation (a no-op when running)."""

@@ -13,7 +13,7 @@ from typing import Callable
 
 from .commits import CommitPipeline
 from .hub import Hub
-from .model.errors import InvalidRequestError, SandboxNotFoundError, UnavailableError
+from .model.errors import InsufficientStorageError, InvalidRequestError, SandboxNotFoundError, UnavailableError
 from .model.ids import sandbox_id_from
 from .model.network import template_policy
 from .model.sandbox import Sandbox
@@ -30,7 +30,7 @@ from .ports import (
     SandboxNetworks,
     SandboxOwnership,
 )
-from .runtime_transitions import RuntimeTransitions
+from .runtime_transitions import MIN_FREE_BYTES, RuntimeTransitions
 from .sandbox_runtime import SandboxRuntime
 from .store_faults import store_error
 from .sandbox_store import SandboxStore
@@ -157,6 +157,12 @@ class SandboxManager:
         except Exception as exc:  # a full disk cannot even hold a new store: 507
             await asyncio.to_thread(self._remove_files, sandbox_id)
             raise store_error(exc) from exc
+        free = await asyncio.to_thread(store.free_bytes)
+        if free is not None and free < MIN_FREE_BYTES:  # it would hold the sandbox, not run it
+            await asyncio.to_thread(store.close)
+            await asyncio.to_thread(self._remove_files, sandbox_id)
+            raise InsufficientStorageError(
+                f"not enough free space for a new sandbox: {free} bytes free, {MIN_FREE_BYTES} needed")
         if not await asyncio.to_thread(self.ownership.acquire, sandbox_id):  # a new id: never taken
             raise UnavailableError("the new sandbox's lease could not be taken")
         store.sandbox = Sandbox.claim(sandbox_id, template, config, self.clock.now_ns())

@@ -151,3 +151,15 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def test_a_claim_with_less_than_16_mib_free_is_refused_and_leaves_nothing(disk_server, small_disk):
+    with make_http(disk_server.url, TOKEN) as http:
+        fill(small_disk / "ballast", leave=8 * MIB)  # room for a store, not for a sandbox's work
+        refused = err(http.post("/api/v1/sandboxes", json={"template": "default"}), 507, "insufficient_storage")
+        assert "free space" in refused["message"]
+        assert ok(http.get("/api/v1/sandboxes"), 200)["count"] == 0
+        assert not list((small_disk / "data" / "sandboxes").glob("sb-*"))
+        (small_disk / "ballast").unlink()
+        ok(http.post("/api/v1/sandboxes", json={"template": "default"}), 201)
+    disk_server.stop()
