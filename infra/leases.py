@@ -62,6 +62,9 @@ class Owner:
     expired: bool  # judged by the database clock at read time
 
 
+DDL_LOCK = 0x5E55_10D0  # advisory lock key: the nodes' start-up DDL, one node at a time
+
+
 class Leases:
     def __init__(self, datastore, table: str = TABLE) -> None:
         self.datastore = datastore  # eventsourcing PostgresDatastore (pg_store.connect)
@@ -70,6 +73,11 @@ class Leases:
 
     def create_table(self) -> None:
         with self.datastore.transaction(commit=True) as cursor:
+            # Nodes started together would race: two CREATE TABLE IF NOT EXISTS at once can
+            # both miss the table and one fails on the catalog's unique index (seen: the second
+            # node of the README walkthrough exited at start). One at a time, under a lock that
+            # ends with the transaction.
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (DDL_LOCK,))
             cursor.execute(SQL(
                 "CREATE TABLE IF NOT EXISTS {t} ("
                 " sandbox_id text PRIMARY KEY,"

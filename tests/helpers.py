@@ -6,12 +6,15 @@ assertion message, so a failure reads as a bug report.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import queue
 import re
 import socket
+import subprocess
 import threading
 import time
+from pathlib import Path
 
 import httpx
 from dateutil.parser import isoparse
@@ -291,3 +294,15 @@ def process_state(pid: int) -> str | None:
         return None
     return stat[stat.rfind(b")") + 2:].split()[0].decode()
 
+
+
+@contextlib.contextmanager
+def tmpfs(mount: Path, size: str):
+    """A tmpfs of ``size`` (e.g. "40m") mounted on ``mount`` (made here) for the block's time:
+    a disk a test can fill (root only, as CI runs)."""
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import base64
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import make_http
-from tests.helpers import all_events, create_session, err, ok, spath, wait_event, wait_for, write_input
+from tests.helpers import all_events, create_session, err, ok, spath, tmpfs, wait_event, wait_for, write_input
 from tests.serverproc import ServerProcess
 
 TOKEN = "fault-token"
@@ -38,13 +37,8 @@ class LoggedOutside(ServerProcess):
 
 @pytest.fixture
 def small_disk(tmp_path):
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", str(mount)], check=True)
-    try:
+    with tmpfs(tmp_path / "disk", "40m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 @pytest.fixture

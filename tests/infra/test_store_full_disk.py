@@ -5,23 +5,20 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
 
 import pytest
 
 from session_supervisor.domain.model.errors import InsufficientStorageError, StoreUnavailableError
 from session_supervisor.domain.store_faults import store_error
 from session_supervisor.infra.event_store import SqliteJournal, full_disk_as_such
+from tests.helpers import tmpfs
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 
 
 @pytest.fixture
 def full_disk(tmp_path):
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], check=True)
-    try:
+    with tmpfs(tmp_path / "disk", "2m") as mount:
         with open(mount / "ballast", "wb") as ballast:
             try:
                 while True:
@@ -30,8 +27,6 @@ def full_disk(tmp_path):
             except OSError:
                 pass
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_an_io_error_on_a_full_filesystem_is_a_full_disk(full_disk):

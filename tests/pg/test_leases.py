@@ -174,3 +174,32 @@ def test_one_fence_checks_many_leases_and_names_every_lost_one(nodes):
         with a.datastore.transaction(commit=True) as cursor:
             fence(cursor, [mine, gone, never])
     assert sorted(lost.value.lost) == ["sb-gone", "sb-never"]
+
+
+def test_nodes_starting_together_all_make_the_lease_table_without_tripping_over_each_other(pg_url):
+    """CREATE TABLE IF NOT EXISTS from several connections at once can fail on the catalog's
+    unique index in PostgreSQL; start-up DDL runs under an advisory lock."""
+    stores = [connect(pg_url, lock_timeout_s=5.0) for _ in range(4)]
+    try:
+        for round_ in range(5):
+            tables = [Leases(store, table=f"race_leases_{round_}") for store in stores]
+            start = threading.Barrier(len(tables))
+            errors: list[BaseException] = []
+
+            def make(leases: Leases) -> None:
+                start.wait()
+                try:
+                    leases.create_table()
+                except BaseException as exc:  # reported below, with the round
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=make, args=(t,)) for t in tables]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(WAIT_S)
+            assert not errors, f"round {round_}: {errors}"
+            assert tables[0].owner(SB) is None
+    finally:
+        for store in stores:
+            store.close()
