@@ -206,3 +206,21 @@ def forget_sandbox_cgroups(data_dir) -> None:
             cgroup.kill_all()
             cgroup.freeze(False)
             cgroup.remove()
+
+
+def kill_servers_over(data_dir) -> None:
+    """SIGKILL every ``sessiond serve`` whose command line names ``data_dir``: servers a test
+    started in the background (a shell walkthrough) outlive a test that timed out."""
+    needle = str(data_dir).encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:  # the process title (``sessiond serve ...``) replaces argv: one string, spaces
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if b"sessiond" in cmdline and b" serve " in cmdline and needle in cmdline:
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass

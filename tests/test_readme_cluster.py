@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.serverproc import forget_host_network
+from tests.serverproc import forget_host_network, kill_servers_over
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -29,6 +29,7 @@ def test_the_readme_two_node_walkthrough_runs_as_written(tmp_path, pg_url):
         run = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120)
     finally:
         for n in (1, 2):
+            kill_servers_over(tmp_path / f"sessiond-node{n}")  # still running when the script timed out
             forget_host_network(tmp_path / f"sessiond-node{n}")
     logs = "".join((tmp_path / f"sessiond-node{n}.log").read_text(errors="replace") for n in (1, 2)
                    if (tmp_path / f"sessiond-node{n}.log").exists())
