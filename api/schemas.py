@@ -34,9 +34,13 @@ def ok(data, status: int = 200) -> HTTPResponse:
 
 def ok_events_page(events: list[PublicJson], earliest: int, latest: int) -> HTTPResponse:
     """``ok({"events": [...], "cursor": {...}})`` (§1.11) for events the store rendered as JSON."""
-    body = b'{"success":true,"data":{"events":[%b],"cursor":{"earliest":%d,"latest":%d}}}' % (
-        b",".join(json for _seq, _kind, json in events), earliest, latest)
-    return HTTPResponse(body, content_type="application/json")
+    parts = [b'{"success":true,"data":{"events":[']
+    for _seq, _kind, json in events:  # one copy of each event into the body, however large
+        parts += (json, b",")
+    if events:
+        parts.pop()
+    parts.append(b'],"cursor":{"earliest":%d,"latest":%d}}}' % (earliest, latest))
+    return HTTPResponse(b"".join(parts), content_type="application/json")
 
 
 _TIMES = (("started_ns", "started_at"), ("ready_ns", "ready_at"), ("finished_ns", "finished_at"))
