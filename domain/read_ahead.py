@@ -11,8 +11,9 @@ for exactly that page next.
 Committed events never change, so a page read ahead is what a read at request time would
 give, except for events committed since: those are read then and appended (never more than
 ``limit``). The caller re-checks the retained window after taking a page, as after any read.
-Bounded: one page ahead per session, only after a page under PAGE_BYTES, dropped after
-KEEP_S or when the session asks for another page.
+Bounded: one page ahead per session, only after a page under PAGE_BYTES, at most
+BUDGET_BYTES (counted by the size of the page before each) held for all the sandbox's
+sessions, dropped after KEEP_S or when the session asks for another page.
 """
 from __future__ import annotations
 
@@ -23,25 +24,29 @@ from .ports import PublicJson
 
 PAGE_BYTES = 8 * 1024 * 1024  # a bigger page is not read ahead: it would hold that much more memory
 KEEP_S = 5.0  # a page nobody asked for is dropped after this long
+BUDGET_BYTES = 32 * 1024 * 1024  # read ahead for all of a sandbox's sessions at once
 
 # (session id, after, upto, limit, lifecycle only) -> (events, seq of the last row read)
 Reader = Callable[[str, int, int, int, bool], tuple[list[PublicJson], int]]
 
 
 class _Ahead:
-    __slots__ = ("key", "upto", "future", "expiry")
+    __slots__ = ("key", "upto", "future", "expiry", "size")
 
-    def __init__(self, key: tuple, upto: int, future: asyncio.Future, expiry: asyncio.TimerHandle) -> None:
+    def __init__(self, key: tuple, upto: int, future: asyncio.Future, expiry: asyncio.TimerHandle,
+                 size: int) -> None:
         self.key = key
         self.upto = upto
         self.future = future
         self.expiry = expiry
+        self.size = size  # what it is expected to hold: the size of the page before it
 
 
 class PageReadAhead:
     def __init__(self, read: Reader) -> None:
         self._read = read
         self._ahead: dict[str, _Ahead] = {}  # session id -> the next page it will probably ask for
+        self._held = 0  # bytes expected in what is read ahead now
 
     async def page(self, session_id: str, after: int, upto: int, limit: int,
                    lifecycle_only: bool = False) -> tuple[list[PublicJson], int]:
@@ -58,35 +63,37 @@ class PageReadAhead:
                 more, more_last = await asyncio.to_thread(self._read, session_id, ahead.upto, upto,
                                                           limit - len(events), lifecycle_only)
                 events, last = events + more, more_last or last
-        if len(events) == limit and last < upto and sum(len(json) for _s, _k, json in events) <= PAGE_BYTES:
-            self._start(session_id, (last, limit, lifecycle_only), upto)
+        if len(events) == limit and last < upto:
+            size = sum(len(json) for _s, _k, json in events)
+            if size <= PAGE_BYTES and self._held + size <= BUDGET_BYTES:
+                self._start(session_id, (last, limit, lifecycle_only), upto, size)
         return events, last
 
     def drop(self, session_id: str | None = None) -> None:
         """Forget what was read ahead (for one session, or all): a deleted session, a closing store."""
         for sid in [session_id] if session_id is not None else list(self._ahead):
-            ahead = self._ahead.pop(sid, None)
-            if ahead is not None:
-                ahead.expiry.cancel()
+            self._take(sid)
 
     def _take(self, session_id: str) -> _Ahead | None:
         ahead = self._ahead.pop(session_id, None)
         if ahead is not None:
             ahead.expiry.cancel()
+            self._held -= ahead.size
         return ahead
 
-    def _start(self, session_id: str, key: tuple, upto: int) -> None:
+    def _start(self, session_id: str, key: tuple, upto: int, size: int) -> None:
         after, limit, lifecycle_only = key
         loop = asyncio.get_running_loop()
         future = asyncio.ensure_future(asyncio.to_thread(self._read, session_id, after, upto, limit, lifecycle_only))
         future.add_done_callback(_retrieve)  # a read refused (store closed) is simply not used
         expiry = loop.call_later(KEEP_S, self._expire, session_id, future)
-        self._ahead[session_id] = _Ahead(key, upto, future, expiry)
+        self._ahead[session_id] = _Ahead(key, upto, future, expiry, size)
+        self._held += size
 
     def _expire(self, session_id: str, future: asyncio.Future) -> None:
         ahead = self._ahead.get(session_id)
         if ahead is not None and ahead.future is future:
-            del self._ahead[session_id]
+            self._take(session_id)
 
 
 async def _result(future: asyncio.Future):

@@ -159,6 +159,7 @@ class SessionLifecycle:
             self.runtime.pipeline.drop(session)
             self.runtime.store.forget(session)
             self.runtime.retention.forget(session_id)
+            self.runtime.journal.read_ahead.drop(session_id)
             self.runtime.deleting.discard(session_id)
         self.runtime._lifecycle_locks.pop(session_id, None)
         await asyncio.to_thread(self.runtime.store.delete_journal, session_id)

@@ -134,3 +134,19 @@ def test_a_failed_read_ahead_is_read_again_and_the_error_reaches_the_caller_only
         with pytest.raises(OSError):
             await ahead.page("s", 20, journal.latest, 10)
     asyncio.run(body())
+
+
+def test_the_sandbox_holds_at_most_its_budget_read_ahead_across_sessions(monkeypatch):
+    monkeypatch.setattr(read_ahead, "BUDGET_BYTES", 250)  # room for two pages of 100 bytes
+
+    async def body():
+        journal = Journal(50)
+        ahead = PageReadAhead(journal.read)
+        for session in ("a", "b", "c"):
+            await ahead.page(session, 0, journal.latest, 10)
+        await asyncio.sleep(0.01)
+        assert sorted(ahead._ahead) == ["a", "b"]
+        ahead.drop("a")                                # a's session went away: its bytes are free...
+        await ahead.page("c", 0, journal.latest, 10)   # ...so c's next page is read ahead now
+        assert sorted(ahead._ahead) == ["b", "c"] and ahead._held == 200
+    asyncio.run(body())
