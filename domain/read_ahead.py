@@ -69,10 +69,9 @@ class PageReadAhead:
                 self._start(session_id, (last, limit, lifecycle_only), upto, size)
         return events, last
 
-    def drop(self, session_id: str | None = None) -> None:
-        """Forget what was read ahead (for one session, or all): a deleted session, a closing store."""
-        for sid in [session_id] if session_id is not None else list(self._ahead):
-            self._take(sid)
+    def drop(self, session_id: str) -> None:
+        """Forget what was read ahead for a session (it was deleted)."""
+        self._take(session_id)
 
     def _take(self, session_id: str) -> _Ahead | None:
         ahead = self._ahead.pop(session_id, None)
