@@ -25,33 +25,25 @@ from session_supervisor.domain.ports import PublicJson
 from .codec import output_fields
 
 _OUTPUT = (b'{"seq":%d,"session_id":%b,"runtime_generation":%d,%b"type":"output","stream":%b,'
-           b'"data_base64":"%b",%b"occurred_at":"%b%bZ"}')
+           b'"data_base64":"%b","occurred_at":"%b%bZ"}')
 
 
 class _Quoted(dict):
-    """str -> its JSON string bytes, each computed once per page (ids repeat on every row)."""
+    """A str, or UTF-8 bytes from an output frame -> its JSON string bytes, each computed once
+    per page (ids repeat on every row)."""
 
-    def __missing__(self, text: str) -> bytes:
-        quoted = self[text] = orjson.dumps(text)
+    def __missing__(self, text) -> bytes:
+        quoted = self[text] = orjson.dumps(text.decode() if type(text) is bytes else text)
         return quoted
 
 
 class _AttemptFields(dict):
-    """attempt id (str, or UTF-8 from an output frame) -> its ``"attempt_id":"…",`` field
-    (none for an event outside an attempt)."""
+    """attempt id (str or UTF-8) -> its ``"attempt_id":"…",`` field (none outside an attempt)."""
 
     def __missing__(self, attempt_id) -> bytes:
         text = attempt_id.decode() if type(attempt_id) is bytes else attempt_id
         field = self[attempt_id] = b'"attempt_id":%b,' % orjson.dumps(text) if text else b""
         return field
-
-
-class _QuotedUtf8(dict):
-    """UTF-8 bytes -> their JSON string bytes (an output frame's stream)."""
-
-    def __missing__(self, raw: bytes) -> bytes:
-        quoted = self[raw] = orjson.dumps(raw.decode())
-        return quoted
 
 
 class _Seconds(dict):
@@ -62,11 +54,23 @@ class _Seconds(dict):
         return text
 
 
+def _output_fields(state: bytes, decode_record: Callable[[bytes], dict]):
+    """``(time µs, generation, stream, attempt id, bytes)`` of an output row, from its fixed
+    frame without a dict; from an older ``B`` frame through the codec; None for a shape the
+    bytes format does not cover (the one renderer takes it)."""
+    if state[:1] == b"O":
+        return output_fields(state)
+    fields = decode_record(state)
+    if fields.get("reason") or type(fields["generation"]) is not int:
+        return None
+    return fields.get("__ts", 0), fields["generation"], fields["stream"], fields["attempt_id"], fields["data"]
+
+
 def render_rows(session_id: str, rows: list, decode_record: Callable[[bytes], dict]) -> tuple[list[PublicJson], int]:
     """``(seq, public type, JSON)`` of each public event among raw ``(version, topic, state)``
     rows, and the seq of the last row read (0 for none): a page of rows none of which is
     public still moves a reader on."""
-    quoted, streams, attempts, seconds = _Quoted(), _QuotedUtf8(), _AttemptFields(), _Seconds()
+    quoted, attempts, seconds = _Quoted(), _AttemptFields(), _Seconds()
     session = quoted[session_id]
     rendered: list[PublicJson] = []
     append = rendered.append
@@ -74,22 +78,15 @@ def render_rows(session_id: str, rows: list, decode_record: Callable[[bytes], di
         kind = PUBLIC_TYPE.get(topic)
         if kind is None:
             continue
-        if state[:1] == b"O":  # an output frame: no JSON to parse, no dict to build
-            micros, generation, stream, attempt_id, data = output_fields(state)
-            second, micros = divmod(micros, 1_000_000)
+        output = _output_fields(state, decode_record) if topic == OUTPUT_TOPIC else None
+        if output is not None:
+            micros, generation, stream, attempt_id, data = output
+            second, micros = divmod(micros, 1_000_000)  # RFC 3339 as ``rfc3339`` writes it
             append((seq, kind, _OUTPUT % (
-                seq, session, generation, attempts[attempt_id], streams[stream], b2a_base64(data, newline=False),
-                b"", seconds[second], (b".%06d" % micros).rstrip(b"0") if micros else b"")))
+                seq, session, generation, attempts[attempt_id], quoted[stream], b2a_base64(data, newline=False),
+                seconds[second], (b".%06d" % micros).rstrip(b"0") if micros else b"")))
             continue
         fields = decode_record(state)
-        if topic == OUTPUT_TOPIC and type(fields["generation"]) is int:
-            second, micros = divmod(fields.get("__ts", 0), 1_000_000)  # RFC 3339 as ``rfc3339`` writes it
-            reason = fields.get("reason")
-            append((seq, kind, _OUTPUT % (
-                seq, session, fields["generation"], attempts[fields["attempt_id"]], quoted[fields["stream"]],
-                b2a_base64(fields["data"], newline=False), b'"reason":%b,' % quoted[reason] if reason else b"",
-                seconds[second], (b".%06d" % micros).rstrip(b"0") if micros else b"")))
-        else:
-            occurred = rfc3339(fields.pop("__ts", 0) * 1000)
-            append((seq, kind, orjson.dumps(public_record(session_id, seq, topic, fields, occurred))))
+        occurred = rfc3339(fields.pop("__ts", 0) * 1000)
+        append((seq, kind, orjson.dumps(public_record(session_id, seq, topic, fields, occurred))))
     return rendered, rows[-1][0] if rows else 0
