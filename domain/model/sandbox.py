@@ -16,13 +16,20 @@ class SandboxEvent(ev.CanMutateAggregate[str], ev.StrDomainEvent):
 
 class Claimed(ev.CanInitAggregate[str], SandboxEvent):
     TOPIC = "supervisor.Sandbox.Claimed"
+    class_version = 2
     originator_topic: str
     template: str
     config: dict
+    team_id: str  # v2: the team of the key that claimed it ("": the server's own token, no team)
+
+    @staticmethod
+    def upcast_v1_v2(state: dict) -> None:
+        state["team_id"] = ""  # claimed before teams existed: the platform's own
 
     def apply(self, sb) -> None:
         at_ns = ev.ns_of(self.timestamp)
         sb.template = self.template
+        sb.team_id = self.team_id
         sb.config = self.config
         sb.runtime_generation = 1
         sb.status = "running"
@@ -80,8 +87,8 @@ class Sandbox(BaseAggregate[str]):
         self.paused_by_user = False
 
     @classmethod
-    def claim(cls, sandbox_id: str, template: str, config: dict, at_ns: int) -> "Sandbox":
-        return cls._create(Claimed, id=sandbox_id, template=template, config=config,
+    def claim(cls, sandbox_id: str, template: str, config: dict, at_ns: int, team_id: str = "") -> "Sandbox":
+        return cls._create(Claimed, id=sandbox_id, template=template, config=config, team_id=team_id,
                            timestamp=ev.timestamp_of(at_ns))
 
     @property
