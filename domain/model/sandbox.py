@@ -82,6 +82,7 @@ def _deadline(at_ns: int, seconds: int) -> int:
 
 class Sandbox(BaseAggregate[str]):
     TOPIC = "supervisor.Sandbox"
+    team_id = ""  # what a snapshot written before teams restores to (its state has no team_id)
 
     def __init__(self) -> None:
         self.paused_by_user = False
