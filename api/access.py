@@ -14,9 +14,12 @@ files) can forget it and a refused call never wakes a paused sandbox:
 
 Lists and claims take the principal themselves (``manager.list_all(visible_to=…)``,
 ``manager.claim(…, owner=…)``); ``/api-keys`` and ``/teams`` are decided by ``domain.api_keys``.
-A call forwarded to the node that runs the sandbox is checked there, with the same key.
+An HTTP call forwarded to the node that runs the sandbox is checked there, with the same key; a
+WebSocket is accepted here and bridged, so its team is checked here, from the journal's record.
 """
 from __future__ import annotations
+
+import asyncio
 
 from sanic import Request
 
@@ -66,13 +69,17 @@ def install_access_policy(app) -> None:
         if permission is not None and not principal.can(permission):
             return handle_error(request, ForbiddenError())
         sandbox_id = request.match_info.get("sandbox_id")
-        if sandbox_id is None or principal.all_teams or bridged(request):
-            return None  # a bridged WebSocket is checked by the node that runs the sandbox
+        if sandbox_id is None or principal.all_teams:
+            return None
         manager = request.app.ctx.container.manager
-        try:
-            team = manager.sandbox(sandbox_id).team_id
-        except SandboxNotFoundError:
-            return None  # the route answers its own 404
-        if not principal.sees(team):
+        if bridged(request):  # the owner would refuse only after our 101: decide before it
+            record = await asyncio.to_thread(manager.journals.record, sandbox_id)
+            team = record.team_id if record is not None else None
+        else:
+            try:
+                team = manager.sandbox(sandbox_id).team_id
+            except SandboxNotFoundError:
+                return None  # the route answers its own 404
+        if team is None or not principal.sees(team):
             return handle_error(request, SandboxNotFoundError())
         return None
