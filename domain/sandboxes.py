@@ -233,8 +233,11 @@ class SandboxManager:
 
     async def delete(self, sandbox_id: str) -> None:
         self.sandbox(sandbox_id)  # 404 before a gate object exists for an unknown id
-        async with self.gate(sandbox_id).lock:  # after any pause or resume in progress
-            await self._remove(sandbox_id)
+        await self.transitions.exclusive(sandbox_id, "delete", lambda gate: self._delete(sandbox_id))
+
+    async def _delete(self, sandbox_id: str) -> None:
+        self.sandbox(sandbox_id)  # deleted by the call before this one: 404
+        await self._remove(sandbox_id)
         self.transitions.gates.pop(sandbox_id, None)
 
     async def _remove(self, sandbox_id: str) -> None:
