@@ -56,6 +56,8 @@ class RuntimeTransitions:
         gives up (its request cancelled) leaves the transition to finish instead of cutting it
         off between its commit and its release, which had left a sealed store behind a running
         record. A call that cannot start within LOCK_WAIT_S gets 503 naming what is running."""
+        if sandbox_id not in self.manager.running and sandbox_id not in self.manager.parked:
+            raise SandboxNotFoundError()  # no gate object is made for an id that does not exist
         task = asyncio.get_running_loop().create_task(self._locked(sandbox_id, what, body))
         self._transitions.add(task)
         task.add_done_callback(self._transitions.discard)

@@ -99,10 +99,17 @@ def test_random_interleavings_of_lifecycle_calls_keep_every_acknowledged_change(
         assert tally["acked_reconfig"] <= reconfigured <= tally["acked_reconfig"] + tally["abandoned_reconfig"], \
             (seed, tally, versions)
 
-        async def reopen():
+        async def reopen_and_delete_amid_other_calls():
             async with started(data) as manager:
                 assert manager.sandbox(sandbox_id).status in ("running", "paused")
+                ops = [rng.choice(("pause", "resume", *RECONFIGURING)) for _ in range(3)]
+                others = [asyncio.create_task(call(manager, sandbox_id, op, rng)) for op in ops]
+                await asyncio.sleep(rng.choice((0, 0.001, 0.01)))
                 await manager.delete(sandbox_id)
+                await asyncio.gather(*others, return_exceptions=True)  # after the delete: 404
+                await manager.transitions.settle(10)
                 assert not (data / "sandboxes" / sandbox_id).exists()
-        run(reopen)
+                assert sandbox_id not in manager.running and sandbox_id not in manager.parked
+                assert sandbox_id not in manager.transitions.gates
+        run(reopen_and_delete_amid_other_calls)
         print(f"seed {seed}: {tally}, {len(versions)} sandbox versions")
