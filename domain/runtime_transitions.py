@@ -56,7 +56,7 @@ class RuntimeTransitions:
         gives up (its request cancelled) leaves the transition to finish instead of cutting it
         off between its commit and its release, which had left a sealed store behind a running
         record. A call that cannot start within LOCK_WAIT_S gets 503 naming what is running."""
-        if sandbox_id not in self.manager.running and sandbox_id not in self.manager.parked:
+        if not self.manager.knows(sandbox_id):
             raise SandboxNotFoundError()  # no gate object is made for an id that does not exist
         task = asyncio.get_running_loop().create_task(self._locked(sandbox_id, what, body))
         self._transitions.add(task)
@@ -95,8 +95,10 @@ class RuntimeTransitions:
         """Let a session call in (contract §4.2): a paused sandbox is resumed when it has
         ``auto_resume``, else 503; while a pause runs, mutating calls get 503."""
         for _ in range(ADMIT_TRIES):
-            if sandbox_id not in self.manager.running and sandbox_id not in self.manager.parked:
+            if not self.manager.knows(sandbox_id):
                 raise SandboxNotFoundError()  # no gate object is kept for an id that does not exist
+            if sandbox_id in self.manager.failed:
+                self.manager.service_for(sandbox_id)  # 503 with the reason it failed
             gate = self.gate(sandbox_id)
             if sandbox_id in self.manager.running:
                 if gate.barrier and (gate.sealing or gate.automatic):
@@ -168,6 +170,12 @@ class RuntimeTransitions:
         service = self.manager.running.get(sandbox_id)
         if service is not None:
             return service.store.sandbox
+        if sandbox_id in self.manager.failed:  # try its store again: the cause may have gone
+            try:
+                await self.manager._bring_up_or_fail(sandbox_id)
+            except Exception as exc:
+                raise SandboxResumeFailedError(f"sandbox resume failed: {exc}") from None
+            return self.manager.sandbox(sandbox_id)
         sandbox = self.manager.parked.get(sandbox_id)
         if sandbox is None:
             raise SandboxNotFoundError()
