@@ -231,6 +231,13 @@ class BoundRuntime:
         if cgroup is not None:
             cgroup.freeze(frozen)
 
+    def kill_all(self) -> None:
+        """SIGKILL every task in the sandbox's cgroups, in one pass: frozen, killed, thawed, so
+        the kills of a frozen sandbox (a pause) run at once instead of waiting for a thaw."""
+        cgroup = self.isolation.cgroup if self.isolation else None
+        if cgroup is not None:
+            cgroup.kill_all()
+
     def release(self) -> None:
         """The runtime is gone: kill anything left in its cgroups and remove them."""
         hard = self.runtime.hardening
