@@ -137,5 +137,6 @@ class FailedSandbox:
         self.template = getattr(known, "template", "")
         self.config = getattr(known, "config", {})
         self.runtime_generation = getattr(known, "runtime_generation", 0)
+        self.team_id = getattr(known, "team_id", "")  # unreadable: only the platform key sees it
         for name in ("claimed_ns", "created_ns", "updated_ns", "expires_ns", "hard_expires_ns"):
             setattr(self, name, getattr(known, name, 0))
