@@ -134,7 +134,7 @@ class SqliteKeyStore(SqlKeyStore):
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # a key acknowledged is a key that survives a crash
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a write and the refresh of the copy after it, as one
         names = {"teams": "teams", "keys": "api_keys", "keys_by_team": "api_keys_by_team"}
         self._sql = {name: sql.format(**names).replace("%s", "?") for name, sql in SQL.items()}
         with self._lock:
@@ -158,31 +158,28 @@ class SqliteKeyStore(SqlKeyStore):
             self._db.execute("COMMIT")
             return counts
 
-    # The in-memory copy follows every committed write.
-    def _refresh(self) -> None:
-        self._by_hash = {key.secret_hash: key for key in super().keys(None)}
+    # The in-memory copy follows every committed write, made under the same lock as the write:
+    # two writes at once must not let the older copy replace the newer one.
+    def _then_refresh(self, write, *args):
+        with self._lock:
+            result = write(*args)
+            self._by_hash = {key.secret_hash: key for key in super().keys(None)}
+        return result
 
     def key_by_hash(self, secret_hash: str) -> ApiKey | None:
         return self._by_hash.get(secret_hash)
 
     def add_key(self, key: ApiKey) -> None:
-        super().add_key(key)
-        self._refresh()
+        self._then_refresh(super().add_key, key)
 
     def deactivate_key(self, key_id: str, at_ns: int) -> bool:
-        changed = super().deactivate_key(key_id, at_ns)
-        self._refresh()
-        return changed
+        return self._then_refresh(super().deactivate_key, key_id, at_ns)
 
     def delete_key(self, key_id: str) -> bool:
-        changed = super().delete_key(key_id)
-        self._refresh()
-        return changed
+        return self._then_refresh(super().delete_key, key_id)
 
     def delete_team(self, team_id: str) -> bool:
-        changed = super().delete_team(team_id)
-        self._refresh()
-        return changed
+        return self._then_refresh(super().delete_team, team_id)
 
     def close(self) -> None:
         with self._lock:

@@ -7,6 +7,7 @@ import itertools
 import os
 import sqlite3
 import stat
+import threading
 import uuid
 
 import pytest
@@ -192,3 +193,41 @@ def test_teams_are_made_and_deleted_by_the_platform_key_only_when_they_own_no_sa
     assert run(keys.list_teams(a.PLATFORM)) == []
     with pytest.raises(AccessRequestError, match="names no team"):
         run(keys.select_team(a.PLATFORM, team.id))
+
+
+
+class FirstRefreshWaits(SqliteKeyStore):
+    """The real store, with one pause: its first read of every key (the refresh of the in-memory
+    copy after a write) waits until another write has gone through, or 2 s. It forces the one
+    interleaving in which an older copy could replace a newer one."""
+
+    def __init__(self, path) -> None:
+        self.armed = False
+        self.second_written = threading.Event()
+        super().__init__(path)
+
+    def _run(self, name, args=(), fetch=False):
+        result = super()._run(name, args, fetch)
+        if name == "keys" and self.armed:
+            self.armed = False
+            self.second_written.wait(2.0)
+        return result
+
+
+def test_two_keys_created_at_once_both_authenticate(tmp_path, clock):
+    store = FirstRefreshWaits(tmp_path)
+    keys = ApiKeys(store, clock, lambda: f"{next(_secrets):048x}", lambda: str(uuid.uuid4()))
+    team = run(keys.create_team(a.PLATFORM, "alpha", None, None))
+    as_team = a.PLATFORM.as_team(team.id)
+
+    async def both():
+        store.armed = True
+        first = asyncio.ensure_future(keys.create_key(as_team, "first", "team", ["viewer"], None))
+        await asyncio.sleep(0.1)  # the first is in its refresh (or past it): either order must work
+        second = await keys.create_key(as_team, "second", "team", ["viewer"], None)
+        store.second_written.set()
+        return [await first, second]
+
+    for _key, secret in run(both()):
+        assert run(keys.authenticate(secret)).team_id == team.id
+    store.close()
