@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
-import hashlib
 import ipaddress
 import logging
 import os
@@ -25,6 +24,7 @@ import subprocess
 from dataclasses import dataclass
 
 from . import nft_rules
+from .instance import instance_tag
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +57,6 @@ class SandboxNet:
     @property
     def address(self) -> str:
         return str(ipaddress.ip_address(_BASE + 4 * self.slot + 2))
-
-
-def instance_tag(data_dir: str) -> str:
-    return hashlib.sha256(os.path.realpath(data_dir).encode()).hexdigest()[:8]
 
 
 def netns_available() -> str | None:
