@@ -114,12 +114,16 @@ class NetnsNetworks:
     def _remove_leftovers(self) -> None:
         """Host ends first: deleting one destroys its pair even if a process still holds the
         namespace, so a leftover process of a crashed server is left with loopback only."""
-        for iface in _host_ifaces():
-            if _read(f"/sys/class/net/{iface}/ifalias") == self.prefix.rstrip("-"):
-                _run(["ip", "link", "del", iface], check=False)
-        for name in _netns_names():
-            if name.startswith(self.prefix):
-                _run(["ip", "netns", "del", name], check=False)
+        ifaces = [iface for iface in _host_ifaces()
+                  if _read(f"/sys/class/net/{iface}/ifalias") == self.prefix.rstrip("-")]
+        for iface in ifaces:
+            _run(["ip", "link", "del", iface], check=False)
+        names = [name for name in _netns_names() if name.startswith(self.prefix)]
+        for name in names:
+            _run(["ip", "netns", "del", name], check=False)
+        if ifaces or names:
+            log.info("removed %d network namespace(s) and %d veth pair(s) left by an earlier server "
+                     "over this data dir", len(names), len(ifaces))
 
     # ---- one sandbox ----------------------------------------------------------------------
     def netns_path(self, sandbox_id: str) -> str | None:
