@@ -268,6 +268,7 @@ class CommitPipeline:
             if outcome.rolled_back:
                 errors[batch.store] = outcome.poison_error
                 self._roll_back(batch, outcome.rolled_back)
+            batch.store.show_committed(batch.views, outcome.rolled_back)
             published.extend((batch.store, session, events) for session, events in batch.committed
                              if events and session.id not in outcome.rolled_back)
             self._settle_output(batch)

@@ -21,6 +21,7 @@ from .model.errors import (
     InsufficientStorageError,
     SandboxNotFoundError,
     SandboxResumeFailedError,
+    StoreUnavailableError,
     UnavailableError,
 )
 
@@ -321,10 +322,17 @@ class RuntimeTransitions:
         if service is not None:
             if service.store.released:  # handed over or sealed: it cannot record this change
                 raise UnavailableError("sandbox lifecycle barrier is active")
-            command(service.store.sandbox, now)
-            self.manager.pipeline.stage(service.store, service.store.sandbox)
-            await self.manager.pipeline.flush(service.store)
-            return service.store.sandbox
+            # On a draft, shown once committed (a GET meanwhile shows the record as stored).
+            draft = copy.deepcopy(service.store.sandbox)
+            command(draft, now)
+            self.manager.pipeline.stage(service.store, draft)
+            try:
+                await self.manager.pipeline.flush(service.store)
+            except (InsufficientStorageError, StoreUnavailableError):
+                service.store.sandbox = draft  # held in order: it lands once the store writes again
+                raise
+            service.store.sandbox = draft
+            return draft
         sandbox = self.manager.parked.get(sandbox_id)
         if sandbox is None:
             raise SandboxNotFoundError()
