@@ -33,7 +33,7 @@ def _path_params(path: str) -> frozenset[str]:
 def _targets(ops: dict, prefix: str, params: set[str]) -> list[str]:
     """Every operation under ``prefix`` whose path parameters are exactly ``params``."""
     return [op_id for op_id, (path, _, _) in ops.items()
-            if path.startswith(prefix + "/{sandbox_id}") and _path_params(path) == params]
+            if path.startswith(prefix + "/{") and _path_params(path) == params]
 
 
 def _link(target: str, parameters: dict, **extra) -> dict:
@@ -81,6 +81,11 @@ def flows(ops: dict) -> list[tuple[str, str, str, dict]]:
         {**SANDBOX_FROM_PATH, "path": "$request.query.path"})
     add("write_file", "200", ("move_file",), SANDBOX_FROM_PATH,
         {"move_file": {"requestBody": {"source": "$request.query.path"}}})
+    # A created API key or team: the calls on it.
+    add("create_api_key", "201", _targets(ops, "/api-keys", {"key_id"}), {"key_id": "$response.body#/data/id"})
+    add("create_team", "201", _targets(ops, "/teams", {"team_id"}), {"team_id": "$response.body#/data/id"})
+    # ... and the new team's keys, for the server's own token acting for that team.
+    add("create_team", "201", ("create_api_key", "list_api_keys"), {"header.X-Team-ID": "$response.body#/data/id"})
     # The AeroLVM facade: a created sandbox and a started session.
     add("aero_create_sandbox", "201", _targets(ops, AERO, {"sandbox_id"}), {"sandbox_id": "$response.body#/id"})
     add("aero_create_session", "201", _targets(ops, AERO, {"sandbox_id", "session_id"}),

@@ -103,6 +103,8 @@ def add_hooks(schema) -> None:
             lambda argv: {"command": argv, "lifecycle": {"stop_grace_period_seconds": 1}}),
         "aero_create_session": st.sampled_from(LIVE_COMMANDS).map(lambda argv: {"argv": argv}),
         "create_context": st.sampled_from(SHORT_CONTEXTS),
+        # The server's own token makes platform keys; a team key needs the team's X-Team-ID.
+        "create_api_key": st.just({"name": "stateful", "scope": "platform"}),
         "claim_sandbox": st.fixed_dictionaries(
             {"template": st.sampled_from(["default", "coding-agent"])},
             optional={"config": st.fixed_dictionaries({}, optional={"auto_resume": st.booleans(),

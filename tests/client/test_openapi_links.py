@@ -50,6 +50,8 @@ def test_every_link_names_an_operation_and_fills_each_of_its_path_parameters():
     ("create_context", "201", "/api/v1/sandboxes/", {"sandbox_id", "context_id"}),
     ("aero_create_sandbox", "201", "/v1/sandboxes/", {"sandbox_id"}),
     ("aero_create_session", "201", "/v1/sandboxes/", {"sandbox_id", "session_id"}),
+    ("create_api_key", "201", "/api-keys/", {"key_id"}),
+    ("create_team", "201", "/teams/", {"team_id"}),
 ])
 def test_a_created_resource_links_to_every_call_on_it(source, status, prefix, params):
     enabled = {op_id for op_id, (path, _) in operations().items()
