@@ -124,10 +124,10 @@ SESSIONS = {
         obj({"type": {"const": "error"}, "request_id": STR, "error": STR}, ("type", "error"))]},
 }
 
+MEMORY = {"type": "string", "pattern": r"^\s*[0-9]+(?:\.[0-9]+)?(?:Ki|Mi|Gi|Ti|k|K|M|G|T)?\s*$",
+          "description": "a Kubernetes quantity from 128Mi to 16Gi"}
 SANDBOXES = {
-    "SandboxConfig": obj({"env_vars": STR_MAP, "resources": obj({"memory": {
-                              "type": "string", "pattern": r"^\s*[0-9]+(?:\.[0-9]+)?(?:Ki|Mi|Gi|Ti|k|K|M|G|T)?\s*$",
-                              "description": "a Kubernetes quantity from 128Mi to 16Gi"}}), "ttl": INT32,
+    "SandboxConfig": obj({"env_vars": STR_MAP, "resources": obj({"memory": MEMORY}), "ttl": INT32,
                           "hard_ttl": INT32, "network": ref("SandboxNetworkPolicy"), "webhook": {"type": "object"},
                           "auto_resume": BOOL, "services": array({"type": "object"})}),
     # The SDKs' snapshot_id is accepted and ignored (this server keeps no snapshots), so it is

@@ -4,13 +4,14 @@ The run follows the OpenAPI links of ``GET /api/v1/openapi.json`` (api/openapi_l
 claim a sandbox and work on it, create a session and drive it, start a context, write
 input and read the events. ``run`` returns what the engine reported: the links it
 selected and covered (the figures its CLI prints as "N covered / M selected"), every
-5xx with its request, and every call that did not answer in time.
+5xx with its request, and every error the engine reports (a call that did not answer
+in time, mostly).
 
 Only the links the document declares are followed: schemathesis' own inference (it
-guesses links from field names) is off, so the figures measure the document.
-A few schema-scoped hooks send realistic values where a schema cannot say what works
-(a program that exists on this machine, a memory size the server accepts); every
-other value is generated.
+guesses links from field names) is off, so the figures measure the document. Half of
+the bodies of a few create calls come from schema-scoped hooks, where a schema cannot
+say what works (a program that exists and reads its input, a context that ends at once,
+a platform API key); every other value is generated.
 """
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ class Summary:
     def __str__(self) -> str:
         return (f"stateful phase: {self.scenarios} scenarios in {self.seconds:.0f} s ({self.stop_reason}); "
                 f"links {len(self.covered)} covered / {self.selected} selected / {self.total} total "
-                f"({self.coverage:.0%}); {len(self.server_errors)} server errors; {len(self.unanswered)} calls without an answer")
+                f"({self.coverage:.0%}); {len(self.server_errors)} server errors; "
+                f"{len(self.unanswered)} calls without an answer")
 
 
 def config(base_url: str, token: str, scenarios: int, seed: int) -> SchemathesisConfig:
@@ -140,9 +142,11 @@ def run(base_url: str, token: str, *, operations: list[str], scenarios: int, see
     summary = Summary()
     started = time.monotonic()
     stream = from_schema(schema).execute()
+    stopped = False
     for event in stream:
-        if time.monotonic() - started > deadline_s:
-            stream.stop()
+        if not stopped and time.monotonic() - started > deadline_s:
+            stream.stop()  # the scenario under way ends, then the engine finishes
+            stopped = True
         if isinstance(event, events.PhaseStarted) and event.payload is not None:
             summary.selected = max(summary.selected, event.payload.transitions_selected)
             summary.total = max(summary.total, event.payload.transitions_total)
