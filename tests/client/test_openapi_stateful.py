@@ -46,6 +46,9 @@ KNOWN_SERVER_ERRORS = (
      r"^POST /api/v1/sandboxes/[^/]+/contexts body=.* -> 500 .*embedded null byte"),
     ("a resize of a context whose process is ending gets 500 resize_failed (OSError: terminal is closed)",
      r"^POST /api/v1/sandboxes/[^/]+/contexts/[^/]+/resize body=.* -> 500 .*resize_failed"),
+    ("a pause racing an attempt's exit gets 503 'sandbox pause failed' (the cgroup walk opens the cgroup.procs "
+     "of a per-attempt cgroup just removed: FileNotFoundError)",
+     r"^POST /api/v1/sandboxes/[^/]+/pause body=.* -> 503 .*sandbox pause failed"),
 )
 KNOWN_UNANSWERED: tuple = ()
 # An exec waits up to 30 s for the REPL's prompt before its documented 408: longer than a call may take here.
