@@ -46,6 +46,9 @@ KNOWN_SERVER_ERRORS = (
      r"^POST /api/v1/sandboxes/[^/]+/contexts body=.* -> 500 .*embedded null byte"),
     ("a resize of a context whose process is ending gets 500 resize_failed (OSError: terminal is closed)",
      r"^POST /api/v1/sandboxes/[^/]+/contexts/[^/]+/resize body=.* -> 500 .*resize_failed"),
+    ("input after an acknowledged eof (or racing its attempt's end) gets 500 write_session_input_failed "
+     "'process not running' where a 409 belongs",
+     r"^POST /api/v1/sandboxes/[^/]+/sessions/[^/]+/inputs body=.* -> 500 .*process not running"),
     ("a pause racing an attempt's exit gets 503 'sandbox pause failed' (the cgroup walk opens the cgroup.procs "
      "of a per-attempt cgroup just removed: FileNotFoundError)",
      r"^POST /api/v1/sandboxes/[^/]+/pause body=.* -> 503 .*sandbox pause failed"),
