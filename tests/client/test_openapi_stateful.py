@@ -34,8 +34,8 @@ SEED = 20231
 MIN_COVERAGE = 0.8
 # name -> (operations, scenarios, deadline in seconds)
 PASSES = {
-    "sessions": (operation_ids("sessions", also=("claim_sandbox", "pause_sandbox", "resume_sandbox")), 50, 30),
-    "sandboxes": (operation_ids("sandboxes", "contexts", "files"), 70, 30),
+    "sessions": (operation_ids("sessions", also=("claim_sandbox", "pause_sandbox", "resume_sandbox")), 80, 40),
+    "sandboxes": (operation_ids("sandboxes", "contexts", "files"), 70, 25),
     "aerolvm": (operation_ids("aerolvm"), 20, 12),
     "access": (operation_ids("access"), 15, 8),
 }
