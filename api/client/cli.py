@@ -14,6 +14,7 @@ import os
 import sys
 
 from . import errors as e
+from .cli_apply import ApplyFileError
 from .cli_output import event_line, print_json, render
 from .cli_parser import build_parser
 from .cli_spec import SpecError, build_spec, load_spec_file
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(f"sessionctl {version()}\n")
         return EXIT["ok"]
     if args.noun is None:
-        parser.error("choose sandbox or session (see sessionctl --help)")
+        parser.error("choose sandbox, session or apply (see sessionctl --help)")
     args.output = getattr(args, "output", None) or "table"
     try:
         # url None: SESSIOND_URL or the default; token None: SESSIOND_TOKEN or a local token file.
@@ -222,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
             return args.handler(client, args)
     except (UsageError, SpecError) as error:
         parser.error(str(error))
+    except ApplyFileError as error:
+        sys.stderr.write(f"sessionctl: {one_line(error)}\n")
+        return EXIT["usage"]
     except BrokenPipeError:  # e.g. `sessionctl … | head`: the reader left, which is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT["ok"]
