@@ -180,7 +180,7 @@ def parse(parser, argv: list[str]):
     if "--" in argv:
         at = argv.index("--")
         args = parser.parse_args(argv[:at])
-        if getattr(args, "handler", None) is session_create:
+        if getattr(args, "handler", None) is session_create or getattr(args, "takes_command", False):
             args.command = argv[at + 1:]
             return args
     return parser.parse_args(argv)
@@ -217,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     args.output = getattr(args, "output", None) or "table"
     try:
         # url None: SESSIOND_URL or the default; token None: SESSIOND_TOKEN or a local token file.
-        connect = full_client if (args.noun, args.verb) in STREAMING else OneShotClient
+        connect = getattr(args, "client_factory", None) or (
+            full_client if (args.noun, args.verb) in STREAMING else OneShotClient)
         with connect(getattr(args, "url", None), getattr(args, "token", None),
                      data_dir=getattr(args, "data_dir", None)) as client:
             return args.handler(client, args)
