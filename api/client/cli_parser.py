@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from .cli_apply import register as register_apply
+from .cli_completion import register as register_completion
 from .cli_run import register as register_run
 from .cli_workspace import register as register_workspace_verbs
 from .harness_presets import NAMES
@@ -56,13 +57,14 @@ def build_parser(verbs) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sessionctl", parents=[common], formatter_class=RAW,
                                      description="Drive sandboxes and supervised sessions.", epilog=OVERVIEW)
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    nouns = parser.add_subparsers(dest="noun", metavar="sandbox|session|run|apply")
+    nouns = parser.add_subparsers(dest="noun", metavar="sandbox|session|run|apply|completion")
     _sandbox(nouns.add_parser("sandbox", help="claim, list, inspect, pause, resume and delete sandboxes",
                               formatter_class=RAW, epilog=EXIT_CODES), common, verbs)
     _session(nouns.add_parser("session", help="create and drive sessions", formatter_class=RAW,
                               epilog=EXIT_CODES), common, verbs)
     register_run(nouns, common, RAW)
     register_apply(nouns, common, RAW)
+    register_completion(nouns, common, RAW)
     return parser
 
 
