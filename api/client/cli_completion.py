@@ -76,8 +76,8 @@ _sessionctl_session_ids() {
 def register(nouns, common, formatter) -> None:
     completion = nouns.add_parser("completion", formatter_class=formatter, help="print a bash or zsh completion script",
                                   description=__doc__.split("\n\n")[0],
-                                  epilog="install:\n  source <(sessionctl completion bash)\n"
-                                         '  sessionctl completion zsh > "${fpath[1]}/_sessionctl"')
+                                  epilog="examples:\n  source <(sessionctl completion bash)      # bash\n"
+                                         '  sessionctl completion zsh > "${fpath[1]}/_sessionctl"   # zsh, before compinit')
     completion.set_defaults(handler=print_script, verb="completion", client_factory=no_client)
     completion.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete for")
 
