@@ -90,7 +90,7 @@ def deadline(ns: int) -> str:
 
 def render_sandbox(sandbox) -> dict:
     paused = sandbox.status == "paused"
-    runtime_id = "" if paused else f"{sandbox.id}-g{sandbox.runtime_generation}"
+    runtime_id = "" if paused or sandbox.status == "failed" else f"{sandbox.id}-g{sandbox.runtime_generation}"
     out = {
         "id": sandbox.id, "template_id": sandbox.template, "team_id": "local",
         "status": sandbox.status, "paused": paused, "auto_resume": sandbox.auto_resume,
@@ -101,6 +101,8 @@ def render_sandbox(sandbox) -> dict:
         "updated_at": rfc3339(sandbox.updated_ns),
         "expires_at": deadline(sandbox.expires_ns), "hard_expires_at": deadline(sandbox.hard_expires_ns),
     }
+    if sandbox.status == "failed":
+        out["status_reason"] = sandbox.failure_reason
     if sandbox.config.get("resources"):
         out["resources"] = sandbox.config["resources"]
     out["config"] = {"network": effective_policy(sandbox.config, sandbox.template)}
