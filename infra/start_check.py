@@ -19,6 +19,11 @@ failure it is the launcher's and is dropped, otherwise it is handed on in order.
 
 What the check cannot see: an exec that fails after ``ok`` (a script whose ``#!``
 interpreter is missing, a binary for another machine) still ends as an exit 126/127.
+
+Trust: the report is written inside the sandbox, where the tenant's other processes run as
+the same uid, so it is believed only about this one launch of that sandbox: at most 16 KiB,
+read without blocking, taken as text, and a wrong word costs that tenant its own start. The
+tenant's command never holds the pipe (it is closed before the exec).
 """
 from __future__ import annotations
 
