@@ -92,7 +92,7 @@ def render_sandbox(sandbox) -> dict:
     paused = sandbox.status == "paused"
     runtime_id = "" if paused or sandbox.status == "failed" else f"{sandbox.id}-g{sandbox.runtime_generation}"
     out = {
-        "id": sandbox.id, "template_id": sandbox.template, "team_id": "local",
+        "id": sandbox.id, "template_id": sandbox.template, "team_id": sandbox.team_id or "local",
         "status": sandbox.status, "paused": paused, "auto_resume": sandbox.auto_resume,
         # Python requires runtime_id, Go pod_name (the reference's name for the same thing).
         "runtime_id": runtime_id, "pod_name": runtime_id,

@@ -12,6 +12,7 @@ from session_supervisor.domain.model.errors import InvalidSpecError
 from session_supervisor.domain.model.network import NetworkPolicyError, normalize_policy
 from session_supervisor.domain.model.spec import MAX_SECONDS, check_env
 
+from ..auth import principal_of
 from ..errors import ApiError
 from ..schemas import ok, parse_json, render_claim, render_sandbox
 
@@ -132,7 +133,7 @@ def _memory_flag(body: dict) -> bool:
 async def claim(request: Request):
     """201 ClaimResponse; 400 bad_request (template required or invalid config)."""
     template, config = parse_claim(parse_json(request))
-    sandbox = await manager(request).claim(template, config)
+    sandbox = await manager(request).claim(template, config, owner=principal_of(request))
     return ok(render_claim(sandbox), 201)
 
 
@@ -140,7 +141,7 @@ async def claim(request: Request):
 async def list_sandboxes(request: Request):
     """200 {"sandboxes", "count", "has_more"}; 400 bad_request for bad paging."""
     limit, offset = _paging(request)
-    items = [render_sandbox(sb) for sb in (await manager(request).list_all())]
+    items = [render_sandbox(sb) for sb in (await manager(request).list_all(visible_to=principal_of(request)))]
     status = request.args.get("status")
     template = request.args.get("template_id")
     paused = request.args.get("paused")
