@@ -49,6 +49,10 @@ KNOWN_SERVER_ERRORS = (
     ("input after an acknowledged eof (or racing its attempt's end) gets 500 write_session_input_failed "
      "'process not running' where a 409 belongs",
      r"^POST /api/v1/sandboxes/[^/]+/sessions/[^/]+/inputs body=.* -> 500 .*process not running"),
+    ("a new attempt, a desired state 'running' or a replaced spec whose command or cwd the sandbox does not "
+     "have gets 500 <action>_failed (a create answers 201 with a start_failed attempt, as the contract says)",
+     r"^(PUT|POST) /api/v1/sandboxes/[^/]+/sessions/[^/]+(/attempts|/desired-state)? body=.* -> 500 "
+     r".*(exec: |chdir )"),
     ("a pause racing an attempt's exit gets 503 'sandbox pause failed' (the cgroup walk opens the cgroup.procs "
      "of a per-attempt cgroup just removed: FileNotFoundError)",
      r"^POST /api/v1/sandboxes/[^/]+/pause body=.* -> 503 .*sandbox pause failed"),
