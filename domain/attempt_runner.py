@@ -167,8 +167,9 @@ class AttemptRunner:
         """Contract §6.5: TERM to the group, grace, KILL, 5 s more, else the call fails."""
         grace_s = session.spec["lifecycle"]["stop_grace_period_seconds"]
         live.handle.send_signal(signals.SIGTERM)
-        if session.phase == "paused":
-            live.handle.send_signal(signals.SIGCONT)  # a frozen process cannot act on TERM
+        # A stopped process (paused, or sent SIGSTOP by a client) cannot act on TERM until it
+        # runs again: as service managers do, CONT follows, so the grace period is its own.
+        live.handle.send_signal(signals.SIGCONT)
         if await self._exited_within(live, grace_s):
             return
         live.handle.send_signal(signals.SIGKILL)

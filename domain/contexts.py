@@ -219,7 +219,10 @@ class SandboxContexts:
             raise ContextPtyUnavailableError()
         if not context.running:
             raise ContextNotRunningError()
-        context.handle.resize(rows, cols)
+        try:
+            context.handle.resize(rows, cols)
+        except OSError:  # the terminal closed as the process ended: it is not running now
+            raise ContextNotRunningError() from None
         context.terminal = TerminalSize(rows, cols)
         self._touch(context)
 

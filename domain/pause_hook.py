@@ -93,7 +93,10 @@ async def pause_runtime(service: SandboxRuntime, gate: RuntimeGate, checkpoints:
         await service.seal(checkpoints, manifest)
     except Exception:  # the commit above is what counts; resume verifies what is on disk
         log.exception("sandbox %s: sealing the checkpoint failed", service.sandbox_id)
-    await service.release()
+    try:
+        await service.release()
+    except Exception:  # past the point of no return the pause is done; the next start sweeps
+        log.exception("sandbox %s: releasing the paused runtime failed", service.sandbox_id)
     return paused
 
 

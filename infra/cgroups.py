@@ -171,8 +171,12 @@ class SandboxCgroup:
         for root in set(self.dirs.values()):
             for dirpath, _, files in os.walk(root):
                 if "cgroup.procs" in files:
-                    with open(os.path.join(dirpath, "cgroup.procs")) as f:
-                        found.update(int(line) for line in f if line.strip())
+                    try:
+                        with open(os.path.join(dirpath, "cgroup.procs")) as f:
+                            found.update(int(line) for line in f if line.strip())
+                    except OSError as exc:  # an attempt's cgroup removed as its last task left
+                        if exc.errno not in (errno.ENOENT, errno.ENODEV):
+                            raise
         return found
 
     def freeze(self, frozen: bool) -> None:

@@ -67,7 +67,10 @@ def parse_create_context(raw) -> ContextRequest:
     if cmd is not None and kind != "cmd":
         raise InvalidRequestError("cmd is only valid for cmd contexts")
     timeouts = {key: _non_negative_int(body, key) for key in ("idle_timeout_sec", "ttl_sec")}
-    common = dict(env=_env(body.get("env_vars")), cwd=optional_str(body, "cwd"),
+    cwd = optional_str(body, "cwd")
+    if "\0" in cwd:  # exec would cut it: refused like a session's
+        raise InvalidRequestError("cwd must not contain NUL bytes")
+    common = dict(env=_env(body.get("env_vars")), cwd=cwd,
                   wait_until_done=optional_bool(body, "wait_until_done"),
                   idle_timeout_s=timeouts["idle_timeout_sec"], ttl_s=timeouts["ttl_sec"])
     terminal = _terminal(body.get("pty_size"))

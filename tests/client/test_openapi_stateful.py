@@ -41,22 +41,7 @@ PASSES = {
 }
 # Bugs the stateful run found that are fixed outside the API layer: (name, what the failure
 # reads as). Each is an expected failure only while it is the only kind of failure.
-KNOWN_SERVER_ERRORS = (
-    ("a context whose cwd holds a NUL byte gets 500 create_failed (a session gets 400)",
-     r"^POST /api/v1/sandboxes/[^/]+/contexts body=.* -> 500 .*embedded null byte"),
-    ("a resize of a context whose process is ending gets 500 resize_failed (OSError: terminal is closed)",
-     r"^POST /api/v1/sandboxes/[^/]+/contexts/[^/]+/resize body=.* -> 500 .*resize_failed"),
-    ("input after an acknowledged eof (or racing its attempt's end) gets 500 write_session_input_failed "
-     "'process not running' where a 409 belongs",
-     r"^POST /api/v1/sandboxes/[^/]+/sessions/[^/]+/inputs body=.* -> 500 .*process not running"),
-    ("a new attempt, a desired state 'running' or a replaced spec whose command or cwd the sandbox does not "
-     "have gets 500 <action>_failed (a create answers 201 with a start_failed attempt, as the contract says)",
-     r"^(PUT|POST) /api/v1/sandboxes/[^/]+/sessions/[^/]+(/attempts|/desired-state)? body=.* -> 500 "
-     r".*(exec: |chdir )"),
-    ("a pause racing an attempt's exit gets 503 'sandbox pause failed' (the cgroup walk opens the cgroup.procs "
-     "of a per-attempt cgroup just removed: FileNotFoundError)",
-     r"^POST /api/v1/sandboxes/[^/]+/pause body=.* -> 503 .*sandbox pause failed"),
-)
+KNOWN_SERVER_ERRORS: tuple = ()  # each one the stateful run found is fixed (see git log)
 KNOWN_UNANSWERED: tuple = ()
 # An exec waits up to 30 s for the REPL's prompt before its documented 408: longer than a call may take here.
 SLOW_BY_DESIGN = r"^POST /api/v1/sandboxes/\{sandbox_id\}/contexts/\{context_id\}/exec: .*timed out"
