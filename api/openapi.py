@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from .openapi_edges import SCHEMAS as EDGE_SCHEMAS
+from .openapi_edges import edge_paths
 from .openapi_schemas import ALL, INT64, ref
 from .openapi_workspace import SCHEMAS as WORKSPACE_SCHEMAS
 from .openapi_workspace import workspace_paths
@@ -132,6 +134,7 @@ def sandbox0_paths() -> dict:
             "RefreshRequest", False, **tag)},
         **session_paths(),
         **workspace_paths(operation, _query, UPGRADE),
+        **edge_paths(operation),
     }
 
 
@@ -246,8 +249,9 @@ def document() -> dict:
                                 "aerolvm-sdk clients work unmodified)."},
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
-        "tags": [{"name": n} for n in ("sandboxes", "sessions", "contexts", "files", "aerolvm", "health", "meta")],
+        "tags": [{"name": n} for n in ("sandboxes", "sessions", "contexts", "files", "services", "observability",
+                                            "aerolvm", "health", "meta")],
         "paths": paths,
-        "components": {"schemas": {**ALL, **WORKSPACE_SCHEMAS},
+        "components": {"schemas": {**ALL, **WORKSPACE_SCHEMAS, **EDGE_SCHEMAS},
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }

@@ -95,6 +95,8 @@ def render_sandbox(sandbox) -> dict:
         out["hard_expires_at"] = rfc3339(sandbox.hard_expires_ns)
     if sandbox.config.get("resources"):
         out["resources"] = sandbox.config["resources"]
+    if sandbox.config.get("services"):
+        out["services"] = sandbox.config["services"]
     out["config"] = {"network": effective_policy(sandbox.config, sandbox.template)}
     return out
 

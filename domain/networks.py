@@ -33,6 +33,9 @@ class NoNetworks:
     def netns_path(self, sandbox_id: str) -> None:
         return None
 
+    def address(self, sandbox_id: str) -> None:
+        return None  # the host's own ports: never reached through a sandbox's routes
+
     async def attach(self, sandbox_id: str, policy: dict) -> None:
         return None
 

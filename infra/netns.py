@@ -131,6 +131,11 @@ class NetnsNetworks:
         net = self.nets.get(sandbox_id)
         return net.path if net else None
 
+    def address(self, sandbox_id: str) -> str | None:
+        """The sandbox's end of its veth pair: the ingress connects there from the host."""
+        net = self.nets.get(sandbox_id)
+        return net.address if net else None
+
     async def attach(self, sandbox_id: str, policy: dict) -> str:
         return await asyncio.to_thread(self._attach, sandbox_id, policy)
 

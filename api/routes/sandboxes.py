@@ -10,10 +10,12 @@ from sanic import Blueprint, Request
 
 from session_supervisor.domain.model.errors import InvalidSpecError
 from session_supervisor.domain.model.network import NetworkPolicyError, normalize_policy
+from session_supervisor.domain.model.services import ServicesError, check_resume_allowed
 from session_supervisor.domain.model.spec import MAX_SECONDS, check_env
 
 from ..errors import ApiError
 from ..schemas import ok, parse_json, render_claim, render_sandbox
+from .services import parse_services
 
 bp = Blueprint("sandboxes", url_prefix="/api/v1/sandboxes")
 
@@ -76,6 +78,9 @@ def parse_config(config) -> dict:
         out["env_vars"] = env
     if config.get("network") is not None:
         out["network"] = parse_network(config["network"])
+    if config.get("services") is not None:  # the Python SDK's config round trip sends []
+        auto_resume = config.get("auto_resume")
+        out["services"] = parse_services(config["services"], True if auto_resume is None else bool(auto_resume))
     resources = config.get("resources")
     if resources is not None:
         if not isinstance(resources, dict):
@@ -83,6 +88,14 @@ def parse_config(config) -> dict:
         if resources.get("memory") is not None:
             out["resources"] = {"memory": parse_memory(resources["memory"])}
     return out
+
+
+def check_services_resume(config: dict) -> None:
+    """Services that wake the sandbox need ``auto_resume``, whichever of the two an update changes."""
+    try:
+        check_resume_allowed(config.get("services") or [], bool(config.get("auto_resume", True)))
+    except ServicesError as exc:
+        raise _bad(str(exc)) from None
 
 
 def parse_network(policy) -> dict:
@@ -199,6 +212,7 @@ async def update_sandbox(request: Request, sandbox_id: str):
     merged = {**current.config, **changes}
     if merged.get("ttl", 0) > 0 and merged.get("hard_ttl", 0) > 0 and merged["ttl"] > merged["hard_ttl"]:
         raise _bad("ttl must be less than or equal to hard_ttl")
+    check_services_resume(merged)
     return ok(render_sandbox(await manager(request).update(sandbox_id, changes)))
 
 
