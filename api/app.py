@@ -11,7 +11,8 @@ from .gate import install_runtime_gate
 from .ingress import install_ingress
 from .metrics import install_metrics
 from .proxy import install_forwarding
-from .routes import aerolvm, audit, contexts, files, health, journal, sandboxes, services, sessions, ui, ws
+from .routes import (aerolvm, audit, contexts, files, health, journal, metrics_routes, observability, sandboxes,
+                     services, sessions, ui, ws)
 from .routes import openapi as openapi_route
 
 
@@ -30,7 +31,8 @@ def create_app(container, *, name: str = "sessiond") -> Sanic:
     install_auth(app, container.settings.token)
     install_forwarding(app)  # after auth, before the gate: a sandbox another node runs is served there
     install_runtime_gate(app)  # after auth: only an authenticated call may wake a sandbox
-    for module in (health, sandboxes, services, sessions, journal, audit, ws, aerolvm, contexts, files, ui):
+    for module in (health, sandboxes, services, observability, metrics_routes, sessions, journal, audit, ws, aerolvm,
+                   contexts, files, ui):
         app.blueprint(module.bp)
     app.blueprint(openapi_route.bp)  # GET /api/v1/openapi.json
     install_metrics(app, container)  # GET /metrics, behind auth

@@ -134,7 +134,7 @@ def sandbox0_paths() -> dict:
             "RefreshRequest", False, **tag)},
         **session_paths(),
         **workspace_paths(operation, _query, UPGRADE),
-        **edge_paths(operation),
+        **edge_paths(operation, _query),
     }
 
 

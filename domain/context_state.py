@@ -67,6 +67,8 @@ class Context:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     replay: Capture = field(default_factory=lambda: Capture(REPLAY_LIMIT))
     chunks: deque = field(default_factory=deque)  # (source, text) for replay, bounded by ``replay``
+    stamps: deque = field(default_factory=deque)  # (number, ns) of each chunk in ``chunks``: log cursors
+    chunk_count: int = 0  # chunks ever received
     streams: dict = field(default_factory=dict)   # source -> Capture
     decoders: dict = field(default_factory=dict)  # source -> incremental UTF-8 decoder
     subscribers: set = field(default_factory=set)

@@ -243,9 +243,12 @@ class SandboxContexts:
             return
         self._touch(context)
         context.chunks.append((source, text))
+        context.stamps.append((context.chunk_count, self.service.clock.now_ns()))  # for the sandbox's logs
+        context.chunk_count += 1
         context.replay.add(text)
         while len(context.chunks) > len(context.replay.parts):
             context.chunks.popleft()  # keep the chunk log in step with the bounded replay text
+            context.stamps.popleft()
         capture = context.streams.get(source)
         if capture is None:
             capture = context.streams[source] = Capture(CAPTURE_LIMIT)

@@ -25,6 +25,7 @@ from .clock import SystemClock
 from .pipe_runner import PipeRunner
 from .pty_runner import PtyRunner
 from .reaper import reap_leftover
+from .metrics_sampler import MetricsSampler
 from .netns import NetnsNetworks, netns_available
 from .isolation_check import protect_from_oom
 from .runtime import RuntimeUnavailableError, detect_runtime, sandbox_tmp_dir
@@ -57,6 +58,7 @@ class Container:
     observers: list = field(default_factory=list)
     dirs: SandboxDirectories | None = None
     datastore: object | None = None  # the node's PostgreSQL pool, with more than one machine
+    metrics: MetricsSampler | None = None  # each running sandbox's cgroups, sampled (GET …/metrics)
 
     def __post_init__(self) -> None:
         self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
@@ -84,6 +86,8 @@ class Container:
             reap=self.reap or reap_leftover, networks=self.networks, ownership=ownership,
             lease_seconds=self.settings.lease_seconds)
         await self.manager.start()
+        self.metrics = MetricsSampler(self.manager, dirs, self.networks, self.settings.metrics_interval)
+        self.metrics.start()
 
     @property
     def node_id(self) -> str:
@@ -135,6 +139,8 @@ class Container:
             observer.tick_committed(seconds)
 
     async def stop(self) -> None:
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self.manager is not None:
             await self.manager.shutdown()
         if self.writer is not None:
