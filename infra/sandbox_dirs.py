@@ -32,6 +32,10 @@ class SandboxDirectories:
         (self.path(sandbox_id) / "tmp").chmod(0o1777)  # mkdir's mode is cut by the umask
         self.state_dir(sandbox_id).mkdir(mode=0o700)
 
+    def list_ids(self) -> list[str]:
+        """Every sandbox directory there is, whether or not its claim ever completed."""
+        return sorted(entry.name for entry in os.scandir(self.root) if entry.is_dir(follow_symlinks=False))
+
     def usage(self, sandbox_id: str) -> dict[str, int]:
         """Disk the workspace takes (allocated blocks, links not followed): no quota, a report."""
         total = 0
