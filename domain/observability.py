@@ -16,6 +16,7 @@ from .model import observability as obs
 from .model.journal import OUTPUT_TOPIC, PUBLIC_TYPE
 
 if TYPE_CHECKING:
+    from .context_state import Context
     from .sandbox_store import SandboxStore
     from .sandboxes import SandboxManager
 
@@ -140,7 +141,7 @@ def _pruned(view: JournalView, items, positions: obs.Positions, more: bool):
     return items, {k: v for k, v in positions.items() if k in known}, more
 
 
-def _context_items(context) -> list[obs.Item]:
+def _context_items(context: Context) -> list[obs.Item]:
     items: list[obs.Item] = []
     for (source, text), (number, at) in zip(list(context.chunks), list(context.stamps)):
         items += obs.log_items(context.launch_id, number + 1, {"data": text.encode(), "stream": source,
