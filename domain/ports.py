@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # annotations only: the ports name domain types without impor
     from .commits import CommitPipeline
     from .contexts import SandboxContexts
     from .expiry import ExpirySweep
+    from .hub import Hub
     from .model.session import Session
     from .sandbox_store import SandboxStore
 
@@ -237,11 +238,14 @@ class SandboxOwnership(Protocol):
 
 
 class ContextHost(Protocol):
-    """What contexts need from their sandbox's service: the session path's launch and runners."""
+    """What contexts need from their sandbox's service: the session path's launch and runners, and
+    the hub their process starts and ends are told to (webhooks)."""
 
+    sandbox_id: str
     pipe_runner: ProcessRunner
     pty_runner: ProcessRunner
     clock: Clock
+    hub: Hub
 
     def launch_process(self, argv: list[str], cwd: str, env_overrides: dict[str, str],
                        terminal: TerminalSize | None, term: str = ..., attempt_id: str = "") -> Launch: ...

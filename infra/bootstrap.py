@@ -59,6 +59,7 @@ class Container:
     dirs: SandboxDirectories | None = None
     datastore: object | None = None  # the node's PostgreSQL pool, with more than one machine
     metrics: MetricsSampler | None = None  # each running sandbox's cgroups, sampled (GET …/metrics)
+    webhooks: object | None = None  # infra.webhooks.Webhooks: config.webhook deliveries (one machine only)
 
     def __post_init__(self) -> None:
         self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
@@ -88,6 +89,10 @@ class Container:
         await self.manager.start()
         self.metrics = MetricsSampler(self.manager, dirs, self.networks, self.settings.metrics_interval)
         self.metrics.start()
+        if not self.settings.clustered:
+            from .webhooks import Webhooks
+            self.webhooks = Webhooks(self)
+            await self.webhooks.start()
 
     @property
     def node_id(self) -> str:
@@ -125,6 +130,8 @@ class Container:
 
     def _on_committed(self, store, aggregate, events: list) -> None:
         if aggregate.id not in store.sessions:
+            if self.webhooks is not None and aggregate is store.sandbox:
+                self.webhooks.record_committed(aggregate.id)  # a hint: the sweep looks anyway
             return
         store.committed_seq[aggregate.id] = events[-1].originator_version
         for observer in self.observers:
@@ -141,6 +148,8 @@ class Container:
     async def stop(self) -> None:
         if self.metrics is not None:
             await self.metrics.stop()
+        if self.webhooks is not None:
+            await self.webhooks.stop()
         if self.manager is not None:
             await self.manager.shutdown()
         cgroups = getattr(self.runtime.hardening, "cgroups", None)

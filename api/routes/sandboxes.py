@@ -15,6 +15,7 @@ from session_supervisor.domain.model.spec import MAX_SECONDS, check_env
 
 from ..errors import ApiError
 from ..schemas import ok, parse_json, render_claim, render_sandbox
+from ..webhook_config import claim_webhook
 from .services import parse_services
 
 bp = Blueprint("sandboxes", url_prefix="/api/v1/sandboxes")
@@ -144,7 +145,11 @@ def _memory_flag(body: dict) -> bool:
 @bp.post("", ctx_action="claim_sandbox", strict_slashes=False)
 async def claim(request: Request):
     """201 ClaimResponse; 400 bad_request (template required or invalid config)."""
-    template, config = parse_claim(parse_json(request))
+    body = parse_json(request)
+    template, config = parse_claim(body)
+    webhook = await claim_webhook(request, body.get("config"))
+    if webhook is not None:
+        config["webhook"] = webhook
     sandbox = await manager(request).claim(template, config)
     return ok(render_claim(sandbox), 201)
 
@@ -272,4 +277,7 @@ async def refresh_sandbox(request: Request, sandbox_id: str):
 async def delete_sandbox(request: Request, sandbox_id: str):
     """202 {"message"}; 404 not_found."""
     await manager(request).delete(sandbox_id)
+    webhooks = request.app.ctx.container.webhooks
+    if webhooks is not None:  # sandbox.deleted now (the webhooks' sweep would in a second anyway)
+        await webhooks.deleted(sandbox_id)
     return ok({"message": "sandbox terminated successfully"}, 202)
