@@ -186,7 +186,7 @@ def parse(parser, argv: list[str]):
 
 
 STREAMING = {("session", "input"), ("session", "log"), ("session", "events"), ("session", "attach"),
-             ("sandbox", "run"), ("sandbox", "cp")}  # SSE, WebSocket, streamed bodies, retried inputs: httpx
+             ("sandbox", "run"), ("sandbox", "cp"), ("sandbox", "logs"), ("sandbox", "events")}  # SSE, WebSocket, streamed bodies, retried inputs: httpx
 
 
 def full_client(url, token, data_dir):

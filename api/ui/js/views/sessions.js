@@ -3,6 +3,7 @@
 import { api, randomId, sessionPath } from '../api.js';
 import { crumbs, every, h, notice, shortTime } from '../dom.js';
 import { act } from './sandboxes.js';
+import { mountEdges } from './sandbox-edges.js';
 
 const SIGNALS = ['INT', 'TERM', 'HUP', 'KILL', 'QUIT', 'USR1', 'USR2', 'STOP', 'CONT', 'WINCH'];
 
@@ -83,5 +84,7 @@ export function mountSessions(root, sandboxId) {
       if (!sessions.length) body.append(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'no sessions yet')));
     } catch (error) { notice(`sessions: ${error.message}`, 'error'); }
   }
-  return every(2000, refresh);
+  const stopEdges = mountEdges(root, sandboxId);  // services and metrics charts
+  const stopSessions = every(2000, refresh);
+  return () => { stopSessions(); stopEdges(); };
 }
