@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from .openapi_access import SCHEMAS as ACCESS_SCHEMAS
+from .openapi_access import access_paths
 from .openapi_edges import SCHEMAS as EDGE_SCHEMAS
 from .openapi_edges import edge_paths
 from .openapi_schemas import ALL, INT64, ref
@@ -236,7 +238,7 @@ def _add_links(paths: dict) -> None:
 
 @lru_cache(maxsize=1)
 def document() -> dict:
-    paths = {**sandbox0_paths(), **aerolvm_paths()}
+    paths = {**sandbox0_paths(), **aerolvm_paths(), **access_paths(operation, _header)}
     _add_links(paths)
     for path, item in paths.items():
         if "{" in path:
@@ -250,8 +252,8 @@ def document() -> dict:
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
         "tags": [{"name": n} for n in ("sandboxes", "sessions", "contexts", "files", "services", "observability",
-                                            "aerolvm", "health", "meta")],
+                                            "aerolvm", "access", "health", "meta")],
         "paths": paths,
-        "components": {"schemas": {**ALL, **WORKSPACE_SCHEMAS, **EDGE_SCHEMAS},
+        "components": {"schemas": {**ALL, **WORKSPACE_SCHEMAS, **ACCESS_SCHEMAS, **EDGE_SCHEMAS},
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }

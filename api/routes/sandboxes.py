@@ -13,6 +13,7 @@ from session_supervisor.domain.model.network import NetworkPolicyError, normaliz
 from session_supervisor.domain.model.services import ServicesError, check_resume_allowed
 from session_supervisor.domain.model.spec import MAX_SECONDS, check_env
 
+from ..auth import principal_of
 from ..errors import ApiError
 from ..schemas import ok, parse_json, render_claim, render_sandbox
 from ..webhook_config import claim_webhook
@@ -150,7 +151,7 @@ async def claim(request: Request):
     webhook = await claim_webhook(request, body.get("config"))
     if webhook is not None:
         config["webhook"] = webhook
-    sandbox = await manager(request).claim(template, config)
+    sandbox = await manager(request).claim(template, config, owner=principal_of(request))
     return ok(render_claim(sandbox), 201)
 
 
@@ -158,7 +159,7 @@ async def claim(request: Request):
 async def list_sandboxes(request: Request):
     """200 {"sandboxes", "count", "has_more"}; 400 bad_request for bad paging."""
     limit, offset = _paging(request)
-    items = [render_sandbox(sb) for sb in (await manager(request).list_all())]
+    items = [render_sandbox(sb) for sb in (await manager(request).list_all(visible_to=principal_of(request)))]
     status = request.args.get("status")
     template = request.args.get("template_id")
     paused = request.args.get("paused")
@@ -198,7 +199,7 @@ async def get_sandbox(request: Request, sandbox_id: str):
 async def sandbox_status(request: Request, sandbox_id: str):
     """200 SandboxStatus (+ resource_usage: workspace_bytes, memory, pids); 404 not_found."""
     sandbox = render_sandbox(manager(request).sandbox(sandbox_id))
-    status = {"sandbox_id": sandbox["id"], "template_id": sandbox["template_id"], "team_id": "local",
+    status = {"sandbox_id": sandbox["id"], "template_id": sandbox["template_id"], "team_id": sandbox["team_id"],
               "runtime_id": sandbox["runtime_id"], "status": sandbox["status"],
               "claimed_at": sandbox["claimed_at"], "created_at": sandbox["created_at"]}
     status.update({k: sandbox[k] for k in ("expires_at", "hard_expires_at") if k in sandbox})
