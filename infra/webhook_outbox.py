@@ -22,7 +22,8 @@ CREATE TABLE IF NOT EXISTS outbox (
     give_up_at REAL NOT NULL, last_error TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS outbox_due ON outbox (next_at);
 CREATE TABLE IF NOT EXISTS subscriptions (
-    sandbox_id TEXT PRIMARY KEY, url TEXT NOT NULL, secret TEXT NOT NULL, watch_dir TEXT NOT NULL);
+    sandbox_id TEXT PRIMARY KEY, url TEXT NOT NULL, secret TEXT NOT NULL, watch_dir TEXT NOT NULL,
+    team_id TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS watermarks (sandbox_id TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 """
 MAX_PENDING_PER_SANDBOX = 10_000
@@ -46,6 +47,7 @@ class Subscription:
     url: str
     secret: str
     watch_dir: str
+    team_id: str = ""
 
 
 class Outbox:
@@ -66,8 +68,8 @@ class Outbox:
     # ---- subscriptions and watermarks --------------------------------------------------------------
     def subscribe(self, sub: Subscription) -> None:
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO subscriptions VALUES (?, ?, ?, ?)",
-                             (sub.sandbox_id, sub.url, sub.secret, sub.watch_dir))
+            self._db.execute("INSERT OR REPLACE INTO subscriptions VALUES (?, ?, ?, ?, ?)",
+                             (sub.sandbox_id, sub.url, sub.secret, sub.watch_dir, sub.team_id))
 
     def subscriptions(self) -> list[Subscription]:
         with self._lock:

@@ -84,7 +84,7 @@ class Webhooks:
         sub = self.subs.get(sandbox_id)
         if sub is not None:
             self._spawn(self._enqueue(sub, [self._delivery("evt_" + str(uuid.uuid4()), kind, time.time_ns(),
-                                                           sandbox_id, details)]))
+                                                           sub, details)]))
 
     # ---- the sandbox's record ------------------------------------------------------------------------
     async def reconcile(self, sandbox_id: str) -> None:
@@ -97,7 +97,8 @@ class Webhooks:
             if not config:
                 return
             version = sandbox.version
-            sub = Subscription(sandbox_id, config["url"], config.get("secret", ""), config.get("watch_dir", ""))
+            sub = Subscription(sandbox_id, config["url"], config.get("secret", ""), config.get("watch_dir", ""),
+                               getattr(sandbox, "team_id", ""))
             if self.subs.get(sandbox_id) != sub:
                 await asyncio.to_thread(self.outbox.subscribe, sub)
                 self.subs[sandbox_id] = sub
@@ -106,7 +107,7 @@ class Webhooks:
                 rows = await asyncio.to_thread(view.store.journal.read_rows, sandbox_id, 0, LTE_MAX, 100_000)
             owed = wh.record_deliveries(sandbox_id, rows, mark, self.http_port)
             if owed:
-                deliveries = [self._delivery(event, kind, at, sandbox_id, payload) for _, event, kind, at, payload in owed]
+                deliveries = [self._delivery(event, kind, at, sub, payload) for _, event, kind, at, payload in owed]
                 await self._enqueue(sub, deliveries, watermark=owed[-1][0])
             self._seen[sandbox_id] = version
 
@@ -120,15 +121,15 @@ class Webhooks:
                 return  # still there
             except DomainError:
                 pass
-            delivery = self._delivery(wh.deleted_event_id(sandbox_id), "sandbox.deleted", time.time_ns(), sandbox_id,
+            delivery = self._delivery(wh.deleted_event_id(sandbox_id), "sandbox.deleted", time.time_ns(), sub,
                                       {"reason": "pod_deleted"})
             await self._enqueue(sub, [delivery], unsubscribe=True)
             del self.subs[sandbox_id]
             self._seen.pop(sandbox_id, None)
         self._locks.pop(sandbox_id, None)
 
-    def _delivery(self, event: str, kind: str, at_ns: int, sandbox_id: str, payload: dict) -> tuple[str, str, bytes]:
-        return event, kind, wh.body(event, kind, rfc3339(at_ns), sandbox_id, payload)
+    def _delivery(self, event: str, kind: str, at_ns: int, sub: Subscription, payload: dict) -> tuple[str, str, bytes]:
+        return event, kind, wh.body(event, kind, rfc3339(at_ns), sub.sandbox_id, payload, sub.team_id)
 
     async def _enqueue(self, sub: Subscription, deliveries: list, watermark: int | None = None,
                        unsubscribe: bool = False) -> None:
@@ -194,7 +195,7 @@ class Webhooks:
                 last[(label, path)] = now
                 if len(last) > 4096:
                     last.clear()
-                delivery = self._delivery("evt_" + str(uuid.uuid4()), "file.modified", time.time_ns(), sandbox_id,
+                delivery = self._delivery("evt_" + str(uuid.uuid4()), "file.modified", time.time_ns(), sub,
                                           {"event_type": label, "path": path})
                 self._spawn(self._enqueue(sub, [delivery]))
         finally:

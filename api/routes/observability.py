@@ -35,6 +35,10 @@ def reader(request: Request) -> ObservabilityReader:
     return app.ctx.observability
 
 
+def _team(request: Request, sandbox_id: str) -> str:
+    return request.app.ctx.container.manager.sandbox(sandbox_id).team_id  # 404 for an unknown sandbox
+
+
 def _instance(request: Request) -> str:
     return request.app.ctx.container.node_id
 
@@ -53,7 +57,8 @@ async def list_logs(request: Request, sandbox_id: str):
     watch = watching(request.args)
     query, context_id = log_query(request.args, watch)
     read = reader(request)
-    render = lambda item: obs.render_log(item, sandbox_id, rfc3339(item.occurred_ns))  # noqa: E731
+    team = _team(request, sandbox_id)
+    render = lambda item: obs.render_log(item, sandbox_id, rfc3339(item.occurred_ns), team)  # noqa: E731
     fetch = lambda q: read.logs(sandbox_id, q, context_id)  # noqa: E731
     if watch:
         return await _watch(request, sandbox_id, query, fetch, render, "log")
@@ -66,8 +71,8 @@ async def list_events(request: Request, sandbox_id: str):
     """200 {events, next_cursor?, watermark}; watch=true: NDJSON; 400 bad_request; 404 not_found."""
     watch = watching(request.args)
     query = event_query(request.args, watch)
-    read, instance = reader(request), _instance(request)
-    render = lambda item: obs.render_event(item, sandbox_id, rfc3339(item.occurred_ns), instance)  # noqa: E731
+    read, instance, team = reader(request), _instance(request), _team(request, sandbox_id)
+    render = lambda item: obs.render_event(item, sandbox_id, rfc3339(item.occurred_ns), instance, team)  # noqa: E731
     fetch = lambda q: read.events(sandbox_id, q)  # noqa: E731
     if watch:
         return await _watch(request, sandbox_id, query, fetch, render, "event")

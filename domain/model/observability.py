@@ -120,9 +120,9 @@ def log_items(stream: str, seq: int, state: dict, occurred_ns: int, skip_lines: 
     return items
 
 
-def render_log(item: Item, sandbox_id: str, occurred_at: str) -> dict:
+def render_log(item: Item, sandbox_id: str, occurred_at: str, team_id: str = "") -> dict:
     body = item.body
-    entry = {"team_id": TEAM, "sandbox_id": sandbox_id, "region_id": REGION, "cluster_id": CLUSTER,
+    entry = {"team_id": team_id or TEAM, "sandbox_id": sandbox_id, "region_id": REGION, "cluster_id": CLUSTER,
              "occurred_at": occurred_at, "ingested_at": occurred_at, "message": body["message"],
              "cursor": f"{item.stream}:{item.seq}:{item.line}", "context_id": body["context_id"],
              "stream": body["stream"], "attributes": {f"{body['kind']}_id": body["context_id"]}}
@@ -210,9 +210,9 @@ def _event(stream: str, seq: int, at: int, event_type: str, source: str, actor: 
     return Item(at, stream, seq, line, last, body)
 
 
-def render_event(item: Item, sandbox_id: str, occurred_at: str, instance: str) -> dict:
+def render_event(item: Item, sandbox_id: str, occurred_at: str, instance: str, team_id: str = "") -> dict:
     body = item.body
-    event = {"event_id": body["event_id"], "schema_version": 2, "team_id": TEAM, "sandbox_id": sandbox_id,
+    event = {"event_id": body["event_id"], "schema_version": 2, "team_id": team_id or TEAM, "sandbox_id": sandbox_id,
              "region_id": REGION, "cluster_id": CLUSTER, "occurred_at": occurred_at, "ingested_at": occurred_at,
              "source": body["source"], "event_type": body["event_type"], "phase": "result",
              "outcome": body["outcome"], "actor": {"kind": body["actor_kind"]}, "action": body["action"],

@@ -74,9 +74,9 @@ def deleted_event_id(sandbox_id: str) -> str:
     return f"evt_sandbox_deleted_{sandbox_id}"
 
 
-def body(event: str, kind: str, timestamp: str, sandbox_id: str, payload: dict) -> bytes:
+def body(event: str, kind: str, timestamp: str, sandbox_id: str, payload: dict, team_id: str = "") -> bytes:
     document = {"event_id": event, "event_type": kind, "timestamp": timestamp, "sandbox_id": sandbox_id,
-                "team_id": TEAM, "payload": payload}
+                "team_id": team_id or TEAM, "payload": payload}
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
 
 
