@@ -23,7 +23,7 @@ def test_the_typescript_sdk_sees_services_logs_events_and_metrics(tmp_path):
     entry = installed_sdk()
     with ServerProcess(tmp_path / "data", token=TOKEN, runtime="bwrap", extra_args=["--metrics-interval", "1"]) as srv:
         env = dict(os.environ, SANDBOX0_TOKEN=TOKEN, SANDBOX0_BASE_URL=srv.url, SANDBOX0_JS_ENTRY=str(entry))
-        run = subprocess.run(["node", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=120)
+        run = subprocess.run(["node", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stdout + run.stderr
     found = json.loads(run.stdout.strip().splitlines()[-1])
     # The TS model sends ingress.public as "_public": the service arrives private (contract §4.2).
@@ -33,7 +33,10 @@ def test_the_typescript_sdk_sees_services_logs_events_and_metrics(tmp_path):
     assert found["firstLineType"] == "heartbeat"
     assert found["watched"] == "hello ts" and found["watchMs"] < 1000, found
     assert found["catalog"] == 14
-    assert set(found["metrics"]) == {"sandbox.memory.usage", "sandbox.process.count"} and found["metricPoints"] >= 2
+    assert set(found["metrics"]) == {"sandbox.memory.usage", "sandbox.cpu.usage", "sandbox.process.count"}
+    memory, cpu = found["memory"], found["cpu"]
+    assert len(memory) >= 6 and max(memory) > memory[0] + 100 * 2**20, memory  # it took 160 MiB
+    assert max(cpu[3:]) > max(cpu[:2]) + 0.05, cpu  # spinning against the idle baseline
     assert found["freshness"] == "fresh"
     assert found["actions"][0] == "sandbox.claimed" and "attempt.started" in found["actions"]
     assert found["actions"][-1] == "sandbox.paused"

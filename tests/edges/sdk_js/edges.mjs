@@ -44,12 +44,23 @@ try {
 
   const catalog = await sandbox.getMetricsCatalog();
   out.catalog = catalog.metrics.length;
-  await sleep(2500);
+  // A process that allocates 8 MiB every 0.2 s up to 160 MiB while it spins.
+  const hog = "import time\nheld = []\nend = time.time() + 30\nwhile time.time() < end:\n" +
+    "    if len(held) < 20: held.append(bytearray(8 << 20))\n    stop = time.time() + 0.2\n" +
+    "    while time.time() < stop: pass\n";
+  const hogStart = new Date();
+  await sleep(2500); // an idle baseline first
+  await sandbox.createSession({ command: ["python3", "-c", hog] });
+  await sleep(7000);
   const metrics = await sandbox.getMetrics({
-    startTime: started, metrics: ["sandbox.memory.usage", "sandbox.process.count"], stepSeconds: 1,
+    startTime: hogStart, metrics: ["sandbox.memory.usage", "sandbox.cpu.usage", "sandbox.process.count"],
+    stepSeconds: 1,
   });
+  const values = (name) => metrics.series.filter((s) => s.metric === name)
+    .flatMap((s) => s.segments.flatMap((g) => g.points.map((p) => p.value)));
   out.metrics = metrics.series.map((s) => s.metric);
-  out.metricPoints = metrics.series.reduce((n, s) => n + s.segments.reduce((m, g) => m + g.points.length, 0), 0);
+  out.memory = values("sandbox.memory.usage");
+  out.cpu = values("sandbox.cpu.usage");
   out.freshness = metrics.freshness.status;
 
   await client.sandboxes.pause(sandbox.id);
