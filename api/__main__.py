@@ -13,6 +13,7 @@ from pathlib import Path
 from session_supervisor.infra.settings import Settings
 
 from .data_dir import default_data_dir, is_loopback_host
+from .edge_flags import add_edge_arguments, edge_settings
 from .operator_log import LEVELS, configure_logging, set_process_title, startup_line
 
 log = logging.getLogger("sessiond")
@@ -111,6 +112,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                          default=env("SESSIOND_LEASE_SECONDS", "15"),
                          help="a sandbox whose node stopped renewing for this long moves to another node "
                               "(env SESSIOND_LEASE_SECONDS; default %(default)s)")
+    add_edge_arguments(serve)
     serve.add_argument("--log-level", choices=LEVELS, default=env("SESSIOND_LOG_LEVEL", "info"),
                        help="env SESSIOND_LOG_LEVEL; default %(default)s")
     serve.add_argument("--access-log", action="store_true",
@@ -146,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
         fail(str(error))
     settings = Settings(host=args.host, port=args.port, data_dir=data, token=token, runtime=args.runtime,
                         network=args.network, token_file=token_file, sandbox_pids_max=args.sandbox_pids_max,
-                        **cluster_settings(args))
+                        **cluster_settings(args), **edge_settings(args))
     serve(settings, access_log=args.access_log)
     os.close(lock_fd)
 

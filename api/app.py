@@ -9,9 +9,11 @@ from .auth import install_auth
 from .browser import install_origin_check
 from .errors import handle_error
 from .gate import install_runtime_gate
+from .ingress import install_ingress
 from .metrics import install_metrics
 from .proxy import install_forwarding
-from .routes import aerolvm, api_keys, audit, contexts, files, health, journal, sandboxes, sessions, teams, ui, ws
+from .routes import (aerolvm, api_keys, audit, contexts, files, health, journal, metrics_routes, observability,
+                     sandboxes, services, sessions, teams, ui, ws)
 from .routes import openapi as openapi_route
 
 
@@ -25,12 +27,14 @@ def create_app(container, *, name: str = "sessiond") -> Sanic:
     app.config.GRACEFUL_SHUTDOWN_TIMEOUT = 5.0
     app.config.WEBSOCKET_MAX_SIZE = 256 * 1024 * 1024  # WebSocket inputs, as large as HTTP bodies
     app.ctx.container = container
+    install_ingress(app)  # a sandbox's public routes: routed before any API middleware sees them
     install_origin_check(app)  # browsers: no foreign Origin on the API or its WebSockets
     install_auth(app, container.settings.token)
     install_forwarding(app)  # after auth, before the gate: a sandbox another node runs is served there
     install_access_policy(app)  # after both: the owner node decides; before the gate: nothing refused wakes
     install_runtime_gate(app)  # after auth: only an authenticated call may wake a sandbox
-    for module in (health, sandboxes, sessions, journal, audit, ws, aerolvm, contexts, files, ui, api_keys, teams):
+    for module in (health, sandboxes, services, observability, metrics_routes, sessions, journal, audit, ws, aerolvm,
+                   contexts, files, ui, api_keys, teams):
         app.blueprint(module.bp)
     app.blueprint(openapi_route.bp)  # GET /api/v1/openapi.json
     install_metrics(app, container)  # GET /metrics, behind auth
@@ -49,5 +53,8 @@ def create_app(container, *, name: str = "sessiond") -> Sanic:
     @app.after_server_stop
     async def stop_container(app):
         await container.stop()
+        client = getattr(app.ctx, "ingress_client", None)
+        if client is not None:
+            await client.aclose()
 
     return app

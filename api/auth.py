@@ -60,6 +60,8 @@ def _require_bearer(app, expected: bytes) -> None:
 def _require_loopback_and_same_origin(app) -> None:
     @app.on_request
     async def require_local_caller(request: Request):
+        if getattr(request.ctx, "ingress", None) is not None:
+            return None  # a sandbox's public route (api/ingress.py): its own auth, never the API
         host = request.headers.get("host", "")
         if not is_loopback_host(_hostname(host)):
             return _refused(request, 403, "forbidden",

@@ -11,6 +11,8 @@ from functools import lru_cache
 
 from .openapi_access import SCHEMAS as ACCESS_SCHEMAS
 from .openapi_access import access_paths
+from .openapi_edges import SCHEMAS as EDGE_SCHEMAS
+from .openapi_edges import edge_paths
 from .openapi_links import add_links
 from .openapi_schemas import ALL, INT64, ref
 from .openapi_workspace import SCHEMAS as WORKSPACE_SCHEMAS
@@ -135,6 +137,7 @@ def sandbox0_paths() -> dict:
             "RefreshRequest", False, **tag)},
         **session_paths(),
         **workspace_paths(operation, _query, UPGRADE),
+        **edge_paths(operation, _query),
     }
 
 
@@ -230,9 +233,9 @@ def document() -> dict:
                                 "aerolvm-sdk clients work unmodified)."},
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
-        "tags": [{"name": n} for n in ("sandboxes", "sessions", "contexts", "files", "aerolvm", "access", "health",
-                                               "meta")],
+        "tags": [{"name": n} for n in ("sandboxes", "sessions", "contexts", "files", "services", "observability",
+                                            "aerolvm", "access", "health", "meta")],
         "paths": paths,
-        "components": {"schemas": {**ALL, **WORKSPACE_SCHEMAS, **ACCESS_SCHEMAS},
+        "components": {"schemas": {**ALL, **WORKSPACE_SCHEMAS, **ACCESS_SCHEMAS, **EDGE_SCHEMAS},
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }

@@ -105,6 +105,8 @@ def render_sandbox(sandbox) -> dict:
         out["status_reason"] = sandbox.failure_reason
     if sandbox.config.get("resources"):
         out["resources"] = sandbox.config["resources"]
+    if sandbox.config.get("services"):
+        out["services"] = sandbox.config["services"]
     out["config"] = {"network": effective_policy(sandbox.config, sandbox.template)}
     return out
 

@@ -67,6 +67,8 @@ class Context:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     replay: Capture = field(default_factory=lambda: Capture(REPLAY_LIMIT))
     chunks: deque = field(default_factory=deque)  # (source, text) for replay, bounded by ``replay``
+    stamps: deque = field(default_factory=deque)  # (number, ns) of each chunk in ``chunks``: log cursors
+    chunk_count: int = 0  # chunks ever received
     streams: dict = field(default_factory=dict)   # source -> Capture
     decoders: dict = field(default_factory=dict)  # source -> incremental UTF-8 decoder
     subscribers: set = field(default_factory=set)
@@ -74,6 +76,7 @@ class Context:
     exec_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     watcher: asyncio.Task | None = None
     launch_id: str = ""  # the runtime's attempt id of the current process (contexts._start)
+    started_ns: int = 0  # when the current process started
 
     @property
     def running(self) -> bool:
@@ -92,3 +95,27 @@ class Context:
         return bool((request.ttl_s and now_ns - self.created_ns > request.ttl_s * 1e9)
                     or (request.idle_timeout_s and now_ns - self.last_activity_ns > request.idle_timeout_s * 1e9)
                     or (self.finished_ns and now_ns - self.finished_ns > finished_ttl_s * 1e9))
+
+
+PREVIEW_CHARS = 1024  # of stdout and stderr in a process.exited webhook
+
+
+def process_started(context: Context) -> dict:
+    """A ``process.started`` webhook's payload (environments contract §6)."""
+    request = context.request
+    payload = {"process_id": context.id, "process_type": request.type, "pid": context.handle.pid if context.handle
+               else 0, "command": request.command, "env_vars": request.env, "cwd": request.cwd,
+               "alias": request.alias}
+    if context.terminal is not None:
+        payload["pty_size"] = {"rows": context.terminal.rows, "cols": context.terminal.cols}
+    return payload
+
+
+def process_ended(context: Context) -> dict:
+    """A ``process.exited`` / ``process.crashed`` webhook's payload."""
+    return {"process_id": context.id, "process_type": context.request.type,
+            "pid": context.handle.pid if context.handle else 0, "exit_code": context.exit_code,
+            "duration_ms": max(0, (context.finished_ns - context.started_ns) // 1_000_000),
+            "stdout_preview": context.captured("stdout")[-PREVIEW_CHARS:],
+            "stderr_preview": context.captured("stderr")[-PREVIEW_CHARS:] or context.captured("pty")[-PREVIEW_CHARS:],
+            "state": context.state}

@@ -15,7 +15,7 @@ import codecs
 import logging
 import signal as signals
 
-from .context_state import CAPTURE_LIMIT, EXIT, Capture, Context, Subscriber
+from .context_state import CAPTURE_LIMIT, EXIT, Capture, Context, Subscriber, process_ended, process_started
 from .model.contexts import (
     READY_TOKEN,
     ContextRequest,
@@ -93,6 +93,7 @@ class SandboxContexts:
         # Each start of a context is its own "attempt" for the runtime (its env file, its
         # memory cgroup and OOM count), so concurrent contexts never share them.
         context.launch_id = f"{context.id}-{service.new_uuid_hex()[:8]}"
+        context.started_ns = service.clock.now_ns()
         launch = service.launch_process(request.command, request.cwd, env, context.terminal,
                                         attempt_id=context.launch_id)
         runner = service.pty_runner if launch.terminal else service.pipe_runner
@@ -103,6 +104,7 @@ class SandboxContexts:
         if request.type != "repl":
             context.ready.set()
         context.watcher = asyncio.get_running_loop().create_task(self._watch(context))
+        service.hub.process_event(service.sandbox_id, "process.started", process_started(context))
 
     async def restart(self, context_id: str) -> Context:
         context = self.get(context_id)
@@ -258,9 +260,12 @@ class SandboxContexts:
             return
         self._touch(context)
         context.chunks.append((source, text))
+        context.stamps.append((context.chunk_count, self.service.clock.now_ns()))  # for the sandbox's logs
+        context.chunk_count += 1
         context.replay.add(text)
         while len(context.chunks) > len(context.replay.parts):
             context.chunks.popleft()  # keep the chunk log in step with the bounded replay text
+            context.stamps.popleft()
         capture = context.streams.get(source)
         if capture is None:
             capture = context.streams[source] = Capture(CAPTURE_LIMIT)
@@ -285,6 +290,8 @@ class SandboxContexts:
         for subscriber in list(context.subscribers):
             subscriber.push(EXIT)
         context.subscribers.clear()
+        kind = "process.exited" if context.state == "stopped" else "process.crashed"
+        self.service.hub.process_event(self.service.sandbox_id, kind, process_ended(context))
 
     def _touch(self, context: Context) -> None:
         context.last_activity_ns = self.service.clock.now_ns()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from typing import Callable
 
 from .model.journal import JournalEntry
 
@@ -64,6 +65,13 @@ class Hub:
     def __init__(self) -> None:
         self._subscribers: dict[str, set[Subscriber]] = {}
         self.detaches: dict[str, int] = {}  # subscribers the server closed, by reason (for /metrics)
+        # Told when a context's process starts or ends (sandbox id, "process.started" | "process.exited"
+        # | "process.crashed", details): the webhooks. Called on the loop; they must not block.
+        self.process_listeners: list[Callable[[str, str, dict], None]] = []
+
+    def process_event(self, sandbox_id: str, kind: str, details: dict) -> None:
+        for listener in self.process_listeners:
+            listener(sandbox_id, kind, details)
 
     def subscribe(self, session_id: str) -> Subscriber:
         subscriber = Subscriber(session_id)

@@ -33,6 +33,12 @@ class NoNetworks:
     def netns_path(self, sandbox_id: str) -> None:
         return None
 
+    def address(self, sandbox_id: str) -> None:
+        return None  # the host's own ports: never reached through a sandbox's routes
+
+    def traffic(self, sandbox_id: str) -> None:
+        return None  # the host's own interfaces: nothing of it is the sandbox's alone
+
     async def attach(self, sandbox_id: str, policy: dict) -> None:
         return None
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # annotations only: the ports name domain types without impor
     from .commits import CommitPipeline
     from .contexts import SandboxContexts
     from .expiry import ExpirySweep
+    from .hub import Hub
     from .model.access import ApiKey, Team
     from .model.session import Session
     from .sandbox_store import SandboxStore
@@ -88,11 +89,14 @@ class Clock(Protocol):
 class SandboxNetworks(Protocol):
     """One network per running sandbox runtime (infra.netns). ``attach`` returns the namespace
     path its sessions join (None: they share the host's network); ``apply`` changes the
-    policy of a running sandbox for new connections."""
+    policy of a running sandbox for new connections; ``address`` is where the host reaches the
+    sandbox (None without a namespace of its own: then nothing of it is exposed)."""
 
     async def start(self) -> None: ...
     async def close(self) -> None: ...
     def netns_path(self, sandbox_id: str) -> str | None: ...
+    def address(self, sandbox_id: str) -> str | None: ...  # its own address, where the ingress connects
+    def traffic(self, sandbox_id: str) -> dict[str, int] | None: ...  # bytes and errors it sent and received
     async def attach(self, sandbox_id: str, policy: dict) -> str | None: ...
     async def apply(self, sandbox_id: str, policy: dict) -> None: ...
     async def detach(self, sandbox_id: str) -> None: ...
@@ -107,6 +111,7 @@ class SandboxIsolation(Protocol):
                terminal: TerminalSize | None, attempt_id: str = "") -> Launch: ...
     def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus: ...
     def usage(self) -> dict[str, int]: ...
+    def stats(self) -> dict[str, int]: ...  # usage plus cpu_ns and memory_working_set (the metrics)
     def freeze(self, frozen: bool) -> None: ...
     def kill_all(self) -> None: ...   # SIGKILL every task of the sandbox, frozen or not (sync)
     def release(self) -> None: ...
@@ -239,11 +244,14 @@ class SandboxOwnership(Protocol):
 
 
 class ContextHost(Protocol):
-    """What contexts need from their sandbox's service: the session path's launch and runners."""
+    """What contexts need from their sandbox's service: the session path's launch and runners, and
+    the hub their process starts and ends are told to (webhooks)."""
 
+    sandbox_id: str
     pipe_runner: ProcessRunner
     pty_runner: ProcessRunner
     clock: Clock
+    hub: Hub
 
     def launch_process(self, argv: list[str], cwd: str, env_overrides: dict[str, str],
                        terminal: TerminalSize | None, term: str = ..., attempt_id: str = "") -> Launch: ...

@@ -28,6 +28,7 @@ from .clock import SystemClock
 from .pipe_runner import PipeRunner
 from .pty_runner import PtyRunner
 from .reaper import reap_leftover
+from .metrics_sampler import MetricsSampler
 from .netns import NetnsNetworks, netns_available
 from .isolation_check import protect_from_oom
 from .runtime import RuntimeUnavailableError, detect_runtime, sandbox_tmp_dir
@@ -61,6 +62,8 @@ class Container:
     dirs: SandboxDirectories | None = None
     datastore: object | None = None  # the node's PostgreSQL pool, with more than one machine
     keys: ApiKeys | None = None  # teams and API keys (api/auth.py asks it who a bearer is)
+    metrics: MetricsSampler | None = None  # each running sandbox's cgroups, sampled (GET …/metrics)
+    webhooks: object | None = None  # infra.webhooks.Webhooks: config.webhook deliveries (one machine only)
 
     def __post_init__(self) -> None:
         self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
@@ -90,6 +93,12 @@ class Container:
             reap=self.reap or reap_leftover, networks=self.networks, ownership=ownership,
             lease_seconds=self.settings.lease_seconds)
         await self.manager.start()
+        self.metrics = MetricsSampler(self.manager, dirs, self.networks, self.settings.metrics_interval)
+        self.metrics.start()
+        if not self.settings.clustered:
+            from .webhooks import Webhooks
+            self.webhooks = Webhooks(self)
+            await self.webhooks.start()
 
     @property
     def node_id(self) -> str:
@@ -137,6 +146,8 @@ class Container:
 
     def _on_committed(self, store, aggregate, events: list) -> None:
         if aggregate.id not in store.sessions:
+            if self.webhooks is not None and aggregate is store.sandbox:
+                self.webhooks.record_committed(aggregate.id)  # a hint: the sweep looks anyway
             return
         store.committed_seq[aggregate.id] = events[-1].originator_version
         for observer in self.observers:
@@ -151,6 +162,10 @@ class Container:
             observer.tick_committed(seconds)
 
     async def stop(self) -> None:
+        if self.metrics is not None:
+            await self.metrics.stop()
+        if self.webhooks is not None:
+            await self.webhooks.stop()
         if self.manager is not None:
             await self.manager.shutdown()
         cgroups = getattr(self.runtime.hardening, "cgroups", None)

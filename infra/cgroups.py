@@ -24,7 +24,8 @@ import signal
 import time
 from dataclasses import dataclass
 
-CONTROLLERS = ("memory", "pids", "cpu", "freezer")
+# cpuacct (v1 only: v2 counts CPU time in every cgroup's cpu.stat) is there for the metrics.
+CONTROLLERS = ("memory", "pids", "cpu", "freezer", "cpuacct")
 LEGACY_GROUP = "sessiond"  # releases before the tag: one group shared by every server
 
 
@@ -164,6 +165,21 @@ class SandboxCgroup:
             out["container_memory_limit"] = _read_int(os.path.join(memory, names[1]))
         if pids is not None:
             out["pids"] = _read_int(os.path.join(pids, "pids.current"))
+        return out
+
+    def stats(self) -> dict[str, int]:
+        """What the sandbox's metrics sample: CPU time (ns), memory used, its working set (used
+        minus inactive page cache, what the OOM killer looks at), the limit, processes."""
+        out = self.usage()
+        memory = self.dirs.get("memory")
+        if memory is not None:
+            inactive = _read_int(os.path.join(memory, "memory.stat"), "inactive_file" if self.v2 else
+                                 "total_inactive_file")
+            out["memory_working_set"] = max(0, out["container_memory_usage"] - inactive)
+        if self.v2 and "cpu" in self.dirs:
+            out["cpu_ns"] = _read_int(os.path.join(self.dirs["cpu"], "cpu.stat"), "usage_usec") * 1000
+        elif "cpuacct" in self.dirs:
+            out["cpu_ns"] = _read_int(os.path.join(self.dirs["cpuacct"], "cpuacct.usage"))
         return out
 
     def pids(self) -> set[int]:

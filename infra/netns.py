@@ -131,6 +131,27 @@ class NetnsNetworks:
         net = self.nets.get(sandbox_id)
         return net.path if net else None
 
+    def address(self, sandbox_id: str) -> str | None:
+        """The sandbox's end of its veth pair: the ingress connects there from the host."""
+        net = self.nets.get(sandbox_id)
+        return net.address if net else None
+
+    def traffic(self, sandbox_id: str) -> dict[str, int] | None:
+        """The sandbox's bytes and errors, from its host end's counters (what the host end
+        receives, the sandbox transmitted)."""
+        net = self.nets.get(sandbox_id)
+        if net is None:
+            return None
+        base = f"/sys/class/net/{net.iface}/statistics/"
+        counters = {}
+        for ours, theirs in (("transmit", "rx"), ("receive", "tx")):
+            for kind in ("bytes", "errors"):
+                text = _read(base + f"{theirs}_{kind}")
+                if not text.isdigit():
+                    return None
+                counters[f"{ours}_{kind}"] = int(text)
+        return counters
+
     async def attach(self, sandbox_id: str, policy: dict) -> str:
         return await asyncio.to_thread(self._attach, sandbox_id, policy)
 

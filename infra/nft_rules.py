@@ -4,7 +4,10 @@ One ``inet`` table per server (named after its data dir). Traffic from a sandbox
 host on the host end of its veth pair, so every rule keys on that interface:
 
 - ``input`` (anything addressed to the host itself: every host address, loopback included,
-  so the API too): closed for every sandbox interface, whatever the policy says.
+  so the API too): closed for every sandbox interface, whatever the policy says, except the
+  replies of connections the host opened into the sandbox (the ingress to its services): a
+  packet in conntrack's reply direction of a connection the host started. Nothing the sandbox
+  starts reaches the host.
 - ``forward``: a verdict map sends each sandbox interface to its own chain ``sb_<slot>``,
   which drops spoofed source addresses, always closes the sandbox range (other sandboxes),
   link-local metadata addresses and loopback, then applies the policy. Replies into a
@@ -38,6 +41,7 @@ table inet {table} {{
     }}
     chain input {{
         type filter hook input priority filter - 10; policy accept;
+        iifname @sandboxes ct direction reply ct state established accept
         iifname @sandboxes goto closed
     }}
     chain forward {{

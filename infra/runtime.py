@@ -237,6 +237,10 @@ class BoundRuntime:
         cgroup = self.isolation.cgroup if self.isolation else None
         return cgroup.usage() if cgroup is not None else {}
 
+    def stats(self) -> dict[str, int]:
+        cgroup = self.isolation.cgroup if self.isolation else None
+        return cgroup.stats() if cgroup is not None else {}
+
     def freeze(self, frozen: bool) -> None:
         """The pause hook's freeze: with a freezer cgroup no process escapes by forking or by
         living in another process group (a PTY shell's background jobs)."""

@@ -22,6 +22,13 @@ class Settings:
     node_id: str = ""
     advertise_url: str = ""  # where the other nodes reach this one (forwarded calls)
     lease_seconds: float = 15.0
+    # A sandbox's edges (docs/edges.md): where its public service routes are reached, whether
+    # webhooks may go to this machine's own addresses, how often its cgroups are sampled.
+    exposure_domain: str = "localhost"  # <sandbox>--p<port>.<domain>; *.localhost needs no DNS
+    exposure_scheme: str = "http"  # what public URLs say (TLS may end at a proxy in front)
+    exposure_port: int = 0  # the port public URLs name (0: the port this server listens on)
+    allow_local_webhooks: bool = False
+    metrics_interval: float = 15.0
 
     @property
     def clustered(self) -> bool:

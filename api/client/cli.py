@@ -205,8 +205,9 @@ def parse(parser, argv: list[str]):
 
 
 STREAMING = {("session", "input"), ("session", "log"), ("session", "events"), ("session", "attach"),
-             ("sandbox", "run"), ("sandbox", "cp"), ("sandbox", "ls"), ("sandbox", "rm")}
-# (SSE, WebSocket, streamed bodies, retried inputs, the file routes: httpx)
+             ("sandbox", "run"), ("sandbox", "cp"), ("sandbox", "ls"), ("sandbox", "rm"), ("sandbox", "logs"),
+             ("sandbox", "events")}
+# (SSE, WebSocket, streamed bodies, retried inputs, the file routes, the observability watch: httpx)
 
 
 def full_client(url, token, data_dir):

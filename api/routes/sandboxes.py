@@ -10,11 +10,14 @@ from sanic import Blueprint, Request
 
 from session_supervisor.domain.model.errors import InvalidSpecError
 from session_supervisor.domain.model.network import NetworkPolicyError, normalize_policy
+from session_supervisor.domain.model.services import ServicesError, check_resume_allowed
 from session_supervisor.domain.model.spec import MAX_SECONDS, check_env
 
 from ..auth import principal_of
 from ..errors import ApiError
 from ..schemas import ok, parse_json, render_claim, render_sandbox
+from ..webhook_config import claim_webhook
+from .services import parse_services
 
 bp = Blueprint("sandboxes", url_prefix="/api/v1/sandboxes")
 
@@ -77,6 +80,9 @@ def parse_config(config) -> dict:
         out["env_vars"] = env
     if config.get("network") is not None:
         out["network"] = parse_network(config["network"])
+    if config.get("services") is not None:  # the Python SDK's config round trip sends []
+        auto_resume = config.get("auto_resume")
+        out["services"] = parse_services(config["services"], True if auto_resume is None else bool(auto_resume))
     resources = config.get("resources")
     if resources is not None:
         if not isinstance(resources, dict):
@@ -84,6 +90,14 @@ def parse_config(config) -> dict:
         if resources.get("memory") is not None:
             out["resources"] = {"memory": parse_memory(resources["memory"])}
     return out
+
+
+def check_services_resume(config: dict) -> None:
+    """Services that wake the sandbox need ``auto_resume``, whichever of the two an update changes."""
+    try:
+        check_resume_allowed(config.get("services") or [], bool(config.get("auto_resume", True)))
+    except ServicesError as exc:
+        raise _bad(str(exc)) from None
 
 
 def parse_network(policy) -> dict:
@@ -132,7 +146,11 @@ def _memory_flag(body: dict) -> bool:
 @bp.post("", ctx_action="claim_sandbox", strict_slashes=False)
 async def claim(request: Request):
     """201 ClaimResponse; 400 bad_request (template required or invalid config)."""
-    template, config = parse_claim(parse_json(request))
+    body = parse_json(request)
+    template, config = parse_claim(body)
+    webhook = await claim_webhook(request, body.get("config"))
+    if webhook is not None:
+        config["webhook"] = webhook
     sandbox = await manager(request).claim(template, config, owner=principal_of(request))
     return ok(render_claim(sandbox), 201)
 
@@ -199,6 +217,7 @@ async def update_sandbox(request: Request, sandbox_id: str):
     merged = {**current.config, **changes}
     if merged.get("ttl", 0) > 0 and merged.get("hard_ttl", 0) > 0 and merged["ttl"] > merged["hard_ttl"]:
         raise _bad("ttl must be less than or equal to hard_ttl")
+    check_services_resume(merged)
     return ok(render_sandbox(await manager(request).update(sandbox_id, changes)))
 
 
@@ -257,4 +276,7 @@ async def refresh_sandbox(request: Request, sandbox_id: str):
 async def delete_sandbox(request: Request, sandbox_id: str):
     """202 {"message"}; 404 not_found."""
     await manager(request).delete(sandbox_id)
+    webhooks = request.app.ctx.container.webhooks
+    if webhooks is not None:  # sandbox.deleted now (the webhooks' sweep would in a second anyway)
+        await webhooks.deleted(sandbox_id)
     return ok({"message": "sandbox terminated successfully"}, 202)

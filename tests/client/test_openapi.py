@@ -14,6 +14,7 @@ HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options"}
 
 
 CONSOLE_PREFIX = "/ui"  # the browser console's static files (api/routes/ui.py): pages, not API
+INGRESS_PREFIX = "/_sessiond/"  # a sandbox's routes (api/ingress.py): proxied, never an API operation
 CONSOLE_REDIRECTS = {"/", "/favicon.ico"}  # what a browser asks of the bare address, sent to /ui/
 
 
@@ -26,7 +27,7 @@ def app_routes() -> set[tuple[str, str]]:
     for route in app.router.routes:
         path = "/" + route.path.strip("/")
         path = re.sub(r"<[^>]+>", "{}", path)
-        if path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/") or path in CONSOLE_REDIRECTS:
+        if path == CONSOLE_PREFIX or path.startswith((CONSOLE_PREFIX + "/", INGRESS_PREFIX)) or path in CONSOLE_REDIRECTS:
             continue
         routes |= {(method.upper(), path) for method in route.methods}
     return routes

@@ -4,6 +4,7 @@ import { api, randomId, sessionPath } from '../api.js';
 import { asleepPanel, sandboxState } from '../awake.js';
 import { crumbs, every, h, notice, shortTime } from '../dom.js';
 import { act } from './sandboxes.js';
+import { mountEdges } from './sandbox-edges.js';
 
 const MiB = 1024 * 1024;
 const size = (bytes) => (bytes === undefined ? '—' : `${(bytes / MiB).toFixed(1)} MiB`);
@@ -110,5 +111,7 @@ export function mountSessions(root, sandboxId) {
       if (!sessions.length) body.append(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'no sessions yet')));
     } catch (error) { notice(`sessions: ${error.message}`, 'error'); }
   }
-  return every(2000, refresh);
+  const stopEdges = mountEdges(root, sandboxId);  // services and metrics charts
+  const stopSessions = every(2000, refresh);
+  return () => { stopSessions(); stopEdges(); };
 }
