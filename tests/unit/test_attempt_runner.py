@@ -170,12 +170,13 @@ def test_a_stop_sends_term_then_kill_after_the_grace_period_on_the_injected_cloc
             process.ignore(signal.SIGTERM)
             stopping = asyncio.ensure_future(attempts.stop_attempt(session, "requested"))
             await settle(host)
-            assert process.signals == [signal.SIGTERM] and not stopping.done()
+            # CONT follows TERM: a stopped process could not act on TERM in its grace period
+            assert process.signals == [signal.SIGTERM, signal.SIGCONT] and not stopping.done()
             await host.clock.advance(2.9)
-            assert process.signals == [signal.SIGTERM]  # still within its grace period
+            assert process.signals == [signal.SIGTERM, signal.SIGCONT]  # still within its grace period
             await host.clock.advance(0.2)
             await stopping
-            assert process.signals == [signal.SIGTERM, signal.SIGKILL]
+            assert process.signals == [signal.SIGTERM, signal.SIGCONT, signal.SIGKILL]
             await settle(host)
             assert host.journal()[-2:] == ["AttemptStopping", "AttemptExited"]
             assert session.attempt["signal"] == signal.SIGKILL
