@@ -27,6 +27,7 @@ from .pty_runner import PtyRunner
 from .reaper import reap_leftover
 from .netns import NetnsNetworks, netns_available
 from .isolation_check import protect_from_oom
+from .memory import MemoryTrimmer
 from .runtime import RuntimeUnavailableError, detect_runtime, sandbox_tmp_dir
 from .confined_fs import ConfinedFS
 from .sandbox_dirs import SandboxDirectories
@@ -57,6 +58,7 @@ class Container:
     observers: list = field(default_factory=list)
     dirs: SandboxDirectories | None = None
     datastore: object | None = None  # the node's PostgreSQL pool, with more than one machine
+    trimmer: MemoryTrimmer = field(default_factory=MemoryTrimmer)
 
     def __post_init__(self) -> None:
         self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
@@ -84,6 +86,11 @@ class Container:
             reap=self.reap or reap_leftover, networks=self.networks, ownership=ownership,
             lease_seconds=self.settings.lease_seconds)
         await self.manager.start()
+        self.trimmer.start()
+
+    def release_memory(self) -> None:
+        """After a large free (a context, a sandbox): hand the memory back to the system."""
+        self.trimmer.release()
 
     @property
     def node_id(self) -> str:
@@ -135,6 +142,7 @@ class Container:
             observer.tick_committed(seconds)
 
     async def stop(self) -> None:
+        await self.trimmer.stop()
         if self.manager is not None:
             await self.manager.shutdown()
         if self.writer is not None:

@@ -258,4 +258,5 @@ async def refresh_sandbox(request: Request, sandbox_id: str):
 async def delete_sandbox(request: Request, sandbox_id: str):
     """202 {"message"}; 404 not_found."""
     await manager(request).delete(sandbox_id)
+    request.app.ctx.container.release_memory()  # its contexts' output goes back to the system
     return ok({"message": "sandbox terminated successfully"}, 202)
