@@ -27,6 +27,8 @@ from .pty_runner import PtyRunner
 from .reaper import reap_leftover
 from .netns import NetnsNetworks, netns_available
 from .isolation_check import protect_from_oom
+from .file_calls import FileCalls
+from .file_watch import WatchHub
 from .memory import MemoryTrimmer
 from .runtime import RuntimeUnavailableError, detect_runtime, sandbox_tmp_dir
 from .confined_fs import ConfinedFS
@@ -59,6 +61,8 @@ class Container:
     dirs: SandboxDirectories | None = None
     datastore: object | None = None  # the node's PostgreSQL pool, with more than one machine
     trimmer: MemoryTrimmer = field(default_factory=MemoryTrimmer)
+    file_calls: FileCalls = field(default_factory=FileCalls)  # the file API's own threads
+    watches: WatchHub = field(default_factory=WatchHub)        # one inotify instance for every watch
 
     def __post_init__(self) -> None:
         self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
@@ -143,12 +147,14 @@ class Container:
 
     async def stop(self) -> None:
         await self.trimmer.stop()
+        await self.watches.close()
         if self.manager is not None:
             await self.manager.shutdown()
         if self.writer is not None:
             await asyncio.to_thread(self.writer.close)
         if self.datastore is not None:
             await asyncio.to_thread(self.datastore.close)
+        self.file_calls.close()
 
 
 def choose_networks(settings: Settings):
