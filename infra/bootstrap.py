@@ -26,6 +26,7 @@ from .pipe_runner import PipeRunner
 from .pty_runner import PtyRunner
 from .reaper import reap_leftover
 from .netns import NetnsNetworks, netns_available
+from .nft_rules import FlowLimits
 from .isolation_check import protect_from_oom
 from .file_calls import FileCalls
 from .file_watch import WatchHub
@@ -171,7 +172,8 @@ def choose_networks(settings: Settings):
     else:
         problem = netns_available()
     if problem is None:
-        return NetnsNetworks(str(settings.data_dir))
+        return NetnsNetworks(str(settings.data_dir), FlowLimits(settings.sandbox_conntrack_max,
+                                                                settings.sandbox_new_flows))
     if mode == "netns":
         raise RuntimeUnavailableError(f"network 'netns' requested but unavailable: {problem}")
     if settings.runtime != "host":  # runtime 'host' already warns that nothing is isolated
