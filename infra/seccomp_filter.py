@@ -84,13 +84,14 @@ def build_filter() -> seccomp.SyscallFilter:
 
 def write_program(directory: str) -> str:
     """Compile the filter to a BPF file in ``directory`` (atomically); return its path."""
-    os.makedirs(directory, exist_ok=True)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    os.chmod(directory, 0o700)  # the server's work dir: only the root part of the launch chain reads it
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".seccomp-")
     try:
         with os.fdopen(fd, "wb") as f:
             build_filter().export_bpf(f)
         path = os.path.join(directory, "sandbox.bpf")
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, 0o600)  # opened by the launch chain as root, handed to bwrap as a descriptor
         os.replace(tmp, path)
         return path
     except BaseException:
