@@ -60,6 +60,19 @@ def table_bound(text: str) -> int:
     return value
 
 
+_SIZE_UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
+               "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+def disk_size(text: str) -> int:
+    """Bytes, plain or with a Kubernetes suffix (``256Mi``, ``1Gi``, ``500M``)."""
+    number = text.rstrip("KMGTi")
+    unit = text[len(number):]
+    if not number.isdigit() or unit not in _SIZE_UNITS:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (bytes, or e.g. 256Mi, 1Gi)")
+    return int(number) * _SIZE_UNITS[unit]
+
+
 def lease_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -112,6 +125,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                        default=env("SESSIOND_SANDBOX_NEW_FLOWS", "1000"),
                        help="new connections (flows) a second one sandbox may open (0: no limit; env "
                             "SESSIOND_SANDBOX_NEW_FLOWS; default %(default)s)")
+    serve.add_argument("--disk-reserve", type=disk_size, metavar="SIZE",
+                       default=env("SESSIOND_DISK_RESERVE", "64Mi"),
+                       help="room on the data dir's filesystem kept for the server's own stores: claims, "
+                            "uploads and mkdirs that would use it get 507 (env SESSIOND_DISK_RESERVE; "
+                            "default %(default)s)")
     cluster = serve.add_argument_group(
         "more than one machine", "journals in PostgreSQL, workspaces in a shared directory, any node serves "
         "any sandbox (README: More than one machine)")
@@ -166,6 +184,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings(host=args.host, port=args.port, data_dir=data, token=token, runtime=args.runtime,
                         network=args.network, token_file=token_file, sandbox_pids_max=args.sandbox_pids_max,
                         sandbox_conntrack_max=args.sandbox_conntrack_max, sandbox_new_flows=args.sandbox_new_flows,
+                        disk_reserve=args.disk_reserve,
                         **cluster_settings(args))
     serve(settings, access_log=args.access_log)
     os.close(lock_fd)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import errno
 import logging
 import signal as signals
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from .model.errors import (
     ContextPtyUnavailableError,
     ExecTimeoutError,
     InputBufferFullError,
+    InsufficientStorageError,
     OperationFailedError,
     UnavailableError,
 )
@@ -99,8 +101,13 @@ class SandboxContexts:
         # Each start of a context is its own "attempt" for the runtime (its env file, its
         # memory cgroup and OOM count), so concurrent contexts never share them.
         context.launch_id = f"{context.id}-{service.new_uuid_hex()[:8]}"
-        launch = service.launch_process(request.command, request.cwd, env, context.terminal,
-                                        attempt_id=context.launch_id)
+        try:
+            launch = service.launch_process(request.command, request.cwd, env, context.terminal,
+                                            attempt_id=context.launch_id)
+        except OSError as exc:  # its launch files could not be written: a full disk is 507
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise InsufficientStorageError(f"context process could not start: {exc}") from None
+            raise OperationFailedError(f"context process could not start: {exc}") from None
         runner = service.pty_runner if launch.terminal else service.pipe_runner
         try:
             context.handle = await runner.start(launch, lambda source, data: self._on_output(context, source, data))

@@ -30,6 +30,7 @@ from .nft_rules import FlowLimits
 from .isolation_check import protect_from_oom
 from .file_calls import FileCalls
 from .file_watch import WatchHub
+from .disk_reserve import DiskReserve
 from .memory import MemoryTrimmer
 from .runtime import RuntimeUnavailableError, detect_runtime, sandbox_tmp_dir
 from .confined_fs import ConfinedFS
@@ -81,7 +82,12 @@ class Container:
                                        self._on_committed)
         base_env = {k: os.environ[k] for k in BASE_ENV_KEYS if k in os.environ}
         base_env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin")
-        dirs = self.dirs = SandboxDirectories(self.settings.data_dir)
+        self.disk = DiskReserve(str(self.settings.data_dir), self.settings.disk_reserve)
+        warning = self.disk.startup_check(sandboxes_unprivileged=bool(
+            self.runtime.hardening is not None and self.runtime.hardening.as_root))
+        if warning:
+            log.warning("%s", warning)
+        dirs = self.dirs = SandboxDirectories(self.settings.data_dir, self.disk)
         journals, checkpoints, ownership = await asyncio.to_thread(self._stores, dirs)
         self.manager = SandboxManager(
             files=dirs, journals=journals, pipeline=self.pipeline, hub=self.hub, checkpoints=checkpoints,
@@ -129,7 +135,7 @@ class Container:
             areas["/tmp"] = tmp
         owned = os.stat(workspace)
         owner = (owned.st_uid, owned.st_gid) if owned.st_uid != os.geteuid() else None
-        return ConfinedFS(areas, owner)
+        return ConfinedFS(areas, owner, self.disk)
 
     def _on_committed(self, store, aggregate, events: list) -> None:
         if aggregate.id not in store.sessions:

@@ -65,11 +65,18 @@ class Entry:
 
 
 class ConfinedFS:
-    def __init__(self, areas: dict[str, str], owner: tuple[int, int] | None = None) -> None:
+    def __init__(self, areas: dict[str, str], owner: tuple[int, int] | None = None, reserve=None) -> None:
         self.areas = {name.strip("/"): host for name, host in areas.items()}  # "workspace" -> host dir
         # What the API creates belongs to the sandbox's own root (its host uid under the
         # hardened runtime), so the sandbox can change and delete it like its own files.
         self.owner = owner
+        # infra.disk_reserve.DiskReserve: what the API writes for the tenant stays above the server's
+        # reserve (it writes as root, so the filesystem's own reserve for root would not stop it).
+        self.reserve = reserve
+
+    def admit(self, size: int, what: str = "this upload") -> None:
+        if self.reserve is not None:
+            self.reserve.admit(max(size, 1), what)
 
     # ---- the walk -----------------------------------------------------------------------------
     def resolve(self, path: str, *, follow_last: bool = True) -> Entry:
@@ -213,6 +220,7 @@ class ConfinedFS:
     # ---- writes -------------------------------------------------------------------------------
     def begin_write(self, path: str) -> "Upload":
         """A temporary file next to the target; ``Upload.commit`` renames it over the target."""
+        self.admit(1)
         entry = self.resolve(path)
         try:
             if entry.self_fd is not None:
@@ -228,7 +236,7 @@ class ConfinedFS:
         except BaseException:
             entry.close()
             raise
-        return Upload(entry, temp, fd)
+        return Upload(entry, temp, fd, self.reserve)
 
     def write(self, path: str, chunks: Iterator[bytes]) -> None:
         upload = self.begin_write(path)
@@ -240,6 +248,7 @@ class ConfinedFS:
             upload.abort()
 
     def mkdir(self, path: str, recursive: bool) -> None:
+        self.admit(4096, "a new directory")  # a directory takes a block
         if recursive:
             parts = [p for p in _components(path) if p not in ("", ".")]
             for i in range(1, len(parts) + 1):

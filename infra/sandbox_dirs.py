@@ -24,6 +24,7 @@ import threading
 import uuid
 from pathlib import Path
 
+from .disk_reserve import CLAIM_ROOM, DiskReserve
 from .tree_walk import remove_path, tree_usage
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,8 @@ RETRY_EVERY_S = 5.0
 
 
 class SandboxDirectories:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, reserve: DiskReserve | None = None) -> None:
+        self.reserve = reserve  # the server's own room on the filesystem: claims stop above it
         self.root = data_dir / "sandboxes"
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, PRIVATE)
@@ -50,6 +52,11 @@ class SandboxDirectories:
         self._retrier: threading.Thread | None = None
         if self._pending:
             self._start_retrier()
+
+    def admit(self) -> None:
+        """507 when a new sandbox would have to live in the server's disk reserve."""
+        if self.reserve is not None:
+            self.reserve.admit(CLAIM_ROOM, "a new sandbox")
 
     def path(self, sandbox_id: str) -> Path:
         return self.root / sandbox_id

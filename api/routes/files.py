@@ -124,6 +124,9 @@ async def write_file(request: Request, sandbox_id: str):
     stream = request.stream
     if stream is not None:  # Sanic lifts the size limit for streamed bodies; an upload keeps the API's
         stream.request_max_size = request.app.config.REQUEST_MAX_SIZE
+    length = request.headers.get("content-length", "")
+    if length.isdigit():  # 507 before a byte is read when it cannot fit above the server's reserve
+        await _run(request, sandbox_id, fs.admit, int(length))
     upload = await _run(request, sandbox_id, fs.begin_write, path)
     try:
         while stream is not None and (chunk := await stream.read()) is not None:
