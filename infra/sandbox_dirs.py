@@ -82,6 +82,10 @@ class SandboxDirectories:
             if path.is_dir() and not path.is_symlink():
                 os.chmod(path, PRIVATE)
 
+    def list_ids(self) -> list[str]:
+        """Every sandbox directory there is, whether or not its claim ever completed."""
+        return sorted(entry.name for entry in os.scandir(self.root) if entry.is_dir(follow_symlinks=False))
+
     def usage(self, sandbox_id: str) -> dict[str, int]:
         """Disk the workspace takes (allocated blocks, links not followed): no quota, a report.
         One walk per sandbox at a time: while one runs, other calls get the last figure at once
