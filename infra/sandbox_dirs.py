@@ -83,8 +83,10 @@ class SandboxDirectories:
                 os.chmod(path, PRIVATE)
 
     def list_ids(self) -> list[str]:
-        """Every sandbox directory there is, whether or not its claim ever completed."""
-        return sorted(entry.name for entry in os.scandir(self.root) if entry.is_dir(follow_symlinks=False))
+        """Every sandbox directory there is, whether or not its claim ever completed (not those of
+        deleted sandboxes still being removed: ``.removing-…``, retried by this class)."""
+        return sorted(entry.name for entry in os.scandir(self.root)
+                      if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."))
 
     def usage(self, sandbox_id: str) -> dict[str, int]:
         """Disk the workspace takes (allocated blocks, links not followed): no quota, a report.
