@@ -16,14 +16,15 @@ Everything here blocks: callers run it in a thread.
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import os
+import time
 import stat as st
 import uuid
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Iterator
 
 from session_supervisor.domain.model.errors import (
@@ -211,7 +212,7 @@ class ConfinedFS:
         kind = "dir" if st.S_ISDIR(info.st_mode) else "symlink" if st.S_ISLNK(info.st_mode) else "file"
         out = {"name": view.rsplit("/", 1)[-1], "path": view, "type": kind, "size": info.st_size,
                "mode": f"{st.S_IMODE(info.st_mode) & 0o777:04o}",
-               "mod_time": datetime.fromtimestamp(info.st_mtime, timezone.utc).isoformat().replace("+00:00", "Z"),
+               "mod_time": _rfc3339(info.st_mtime_ns),
                "is_link": kind == "symlink"}
         if kind == "symlink":
             out["link_target"] = os.readlink(name, dir_fd=dir_fd)
@@ -288,6 +289,18 @@ class ConfinedFS:
                 raise PathOutsideSandboxError("an area root cannot be moved or replaced")
             os.stat(src.name, dir_fd=src.parent_fd, follow_symlinks=False)  # 404 before anything else
             os.rename(src.name, dst.name, src_dir_fd=src.parent_fd, dst_dir_fd=dst.parent_fd)
+
+
+@functools.lru_cache(maxsize=4096)
+def _utc_second(seconds: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+
+
+def _rfc3339(ns: int) -> str:
+    """As ``datetime.isoformat`` in UTC (microseconds when there are any), a fifth of its cost:
+    a listing renders one per entry, and the files of one directory often share their second."""
+    seconds, micro = divmod((ns + 500) // 1000, 1_000_000)  # to the nearest microsecond, as datetime
+    return f"{_utc_second(seconds)}.{micro:06d}Z" if micro else f"{_utc_second(seconds)}Z"
 
 
 def _exists(entry: Entry) -> bool:

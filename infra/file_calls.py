@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 
 THREADS = 4
 PER_SANDBOX = 2
-LISTINGS_PER_SANDBOX = 2
+LISTINGS_PER_SANDBOX = 1  # a listing's batches hold the GIL: one sandbox's listings go one at a time
 LISTINGS = 4
 
 

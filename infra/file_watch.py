@@ -176,9 +176,19 @@ class DirectoryWatch:
         self.closed = False
         self.queue: asyncio.Queue = asyncio.Queue(EVENT_QUEUE)
         self.overflowed = False
+        self.loop: asyncio.AbstractEventLoop | None = None  # set by the first event delivered
+
+    def _announce_contents(self, dir_fd: int, view: str) -> None:
+        """A new directory is watched only after it was made: what was made in it before its watch
+        existed (``mkdir -p a/b && touch a/b/f``) is reported as created, from a file thread."""
+        with os.scandir(dir_fd) as entries:
+            for entry in entries:
+                if not entry.name.startswith(TMP_PREFIX):
+                    self.loop.call_soon_threadsafe(self._put, ("create", f"{view}/{entry.name}"))
 
     def add_tree(self, path: str, first: bool = False) -> None:
-        """Watch ``path`` (and, recursive, every directory below it): blocking."""
+        """Watch ``path`` (and, recursive, every directory below it): blocking. A directory that
+        appeared while watched (``first`` false) also has its entries reported as created."""
         entry = self.fs.resolve(path)
         try:
             if entry.self_fd is None:
@@ -188,10 +198,16 @@ class DirectoryWatch:
                 self.hub.add(self, entry.self_fd, entry.view)
                 return
             fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=entry.self_fd)
+
+            def watch_dir(dir_fd: int, names: list[str]) -> None:
+                view = "/".join([base, *names]) if names else entry.view
+                self.hub.add(self, dir_fd, view)
+                if not first and self.loop is not None:
+                    self._announce_contents(dir_fd, view.rstrip("/"))
+
             try:
                 depth = max(0, MAX_DEPTH - base.count("/"))
-                walk_tree(fd, on_dir=lambda dir_fd, names: self.hub.add(
-                    self, dir_fd, "/".join([base, *names]) if names else entry.view), max_depth=depth)
+                walk_tree(fd, on_dir=watch_dir, max_depth=depth)
             except _Full:
                 if first and not self.wds:
                     raise WatchLimitError("no directory could be watched") from None
@@ -211,6 +227,7 @@ class DirectoryWatch:
             return
         path = f"{view.rstrip('/')}/{name}"
         if self.recursive and Mask.CREATE in event.mask and Mask.ISDIR in event.mask:
+            self.loop = asyncio.get_running_loop()
             self.spawn(self._add_new, path)
         for flag, label in _NAMES:
             if flag in event.mask:
