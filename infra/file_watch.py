@@ -88,7 +88,7 @@ class WatchHub:
             if self._total >= MAX_DIRS:
                 raise WatchLimitError(f"the server watches {MAX_DIRS} directories already")
             if self._inotify is None:
-                self._inotify = Inotify()
+                raise WatchLimitError("file watches are not started")
             kernel = self._inotify.add_watch(f"/proc/self/fd/{fd}", MASK)
             users = self._users.setdefault(kernel.wd, {})
             self._kernel[kernel.wd] = kernel
@@ -124,12 +124,14 @@ class WatchHub:
 
     # ---- events (the loop) -------------------------------------------------------------------
     def start_reader(self) -> None:
+        """On the loop, before the first subscription: the instance, once, and its reader."""
+        with self._lock:
+            if self._inotify is None:
+                self._inotify = Inotify()
         if self._reader is None or self._reader.done():
             self._reader = asyncio.get_running_loop().create_task(self._read())
 
     async def _read(self) -> None:
-        while self._inotify is None:
-            await asyncio.sleep(0.05)  # the first subscription creates the instance on its thread
         async for event in self._inotify:
             try:
                 self._dispatch(event)

@@ -171,7 +171,7 @@ async def list_files(request: Request, sandbox_id: str):
             await response.send(tail + b"}}")
             await response.eof()
         finally:
-            await _run(request, sandbox_id, listing.close)
+            listing.close()  # one close(2): here, so that a client gone away cannot leave the fd open
     return None
 
 

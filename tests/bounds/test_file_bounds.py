@@ -141,7 +141,8 @@ def listings_next_to_stats(hardened, http) -> None:
 
 def watch_socket(hardened, sb: str):
     url = hardened.url.replace("http://", "ws://") + f"/api/v1/sandboxes/{sb}/files/watch"
-    return connect(url, additional_headers={"Authorization": f"Bearer {TOKEN}"}, open_timeout=10)
+    # max_queue=None: the client takes in every frame, so its close never waits behind unread events
+    return connect(url, additional_headers={"Authorization": f"Bearer {TOKEN}"}, open_timeout=10, max_queue=None)
 
 
 def subscribe(ws, path: str, recursive: bool = False) -> dict:
