@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections import deque
+from dataclasses import dataclass
 
 CONTEXT_OUTPUT_LIMIT = 8 << 20   # one context's retained output (all its streams together)
 SANDBOX_OUTPUT_LIMIT = 32 << 20  # every context of one sandbox together
@@ -97,6 +98,18 @@ def enforce_sandbox_limit(logs: list[OutputLog], limit: int = SANDBOX_OUTPUT_LIM
         if not freed:
             return  # every log is down to its last chunk
         total -= freed
+
+
+@dataclass(frozen=True)
+class ExecOutput:
+    """What an exec answers: its output (bounded), and how many output bytes were cut from it."""
+
+    text: str
+    dropped: int = 0
+
+    @property
+    def truncated(self) -> bool:
+        return self.dropped > 0
 
 
 class ExecTail:

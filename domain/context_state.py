@@ -10,8 +10,12 @@ from dataclasses import dataclass, field
 
 from .context_output import SUBSCRIBER_LIMIT, OutputLog, text_size
 from .model.contexts import ContextRequest
+from .model.errors import InputBufferFullError
 from .ports import AttemptHandle, TerminalSize
 
+# Input waiting to reach one context's process, as for a session's attempt: past it 429.
+INPUT_QUEUE_BYTES = 16 << 20
+INPUT_QUEUE_WRITES = 256
 SUBSCRIBER_QUEUE = 4096   # chunks; a subscriber that falls this far behind is dropped
 EXIT = ("exit", "", "", False)  # (kind, source, text, prompt seen)
 
@@ -78,6 +82,15 @@ class Context:
     @property
     def running(self) -> bool:
         return self.handle is not None and not self.exited.is_set()
+
+    def refuse_input(self, size: int, *, writing: bool = False) -> None:
+        """429 when ``size`` more bytes of input would not fit in the queue: one input larger than
+        the queue, or too much already waiting (``writing``: the write itself, which also counts)."""
+        if size > INPUT_QUEUE_BYTES or (self.input_writes and self.input_queued + size > INPUT_QUEUE_BYTES) \
+                or (writing and self.input_writes >= INPUT_QUEUE_WRITES):
+            raise InputBufferFullError(
+                f"context input queue is full ({self.input_queued} bytes in {self.input_writes} writes waiting; "
+                f"{INPUT_QUEUE_BYTES} bytes and {INPUT_QUEUE_WRITES} writes at most)")
 
     def captured(self, source: str) -> str:
         return self.output.text(source)

@@ -15,9 +15,8 @@ import codecs
 import errno
 import logging
 import signal as signals
-from dataclasses import dataclass
 
-from .context_output import EXEC_OUTPUT_LIMIT, ExecTail, dropped_marker, enforce_sandbox_limit
+from .context_output import EXEC_OUTPUT_LIMIT, ExecOutput, ExecTail, dropped_marker, enforce_sandbox_limit
 from .context_state import EXIT, Context, Subscriber
 from .model.contexts import (
     READY_TOKEN,
@@ -32,7 +31,6 @@ from .model.errors import (
     ContextNotRunningError,
     ContextPtyUnavailableError,
     ExecTimeoutError,
-    InputBufferFullError,
     InsufficientStorageError,
     OperationFailedError,
     UnavailableError,
@@ -44,9 +42,6 @@ log = logging.getLogger(__name__)
 EXEC_TIMEOUT_S = 30.0     # the reference's exec timeout (408 exec_timeout)
 PROMPT_QUIET_S = 0.05     # after a prompt, output must pause this long for an exec to be done
 READY_TIMEOUT_S = 30.0    # a REPL that never prints its prompt fails the exec
-# Input waiting to reach one context's process, as for a session's attempt: past it 429.
-INPUT_QUEUE_BYTES = 16 << 20
-INPUT_QUEUE_WRITES = 256
 FINISHED_TTL_S = 600      # a finished context is kept this long for its output and status
 STOP_GRACE_S = 2.0
 KILL_WAIT_S = 5.0
@@ -176,13 +171,8 @@ class SandboxContexts:
         await self._write(context, data)
 
     def refuse_when_full(self, context_id: str, size: int) -> None:
-        """429 before a body of ``size`` bytes is read: the queue is full, or the input alone is
-        larger than the queue may ever hold."""
-        context = self.get(context_id)
-        if size > INPUT_QUEUE_BYTES or (context.input_writes and context.input_queued + size > INPUT_QUEUE_BYTES):
-            raise InputBufferFullError(
-                f"context input queue is full ({context.input_queued} bytes waiting; "
-                f"{INPUT_QUEUE_BYTES} bytes and {INPUT_QUEUE_WRITES} writes at most)")
+        """429 before a body of ``size`` bytes is read (``Context.refuse_input``)."""
+        self.get(context_id).refuse_input(size)
 
     async def _write(self, context: Context, data: str) -> None:
         if context.exited.is_set():
@@ -190,11 +180,7 @@ class SandboxContexts:
         if context.handle is None:
             raise ContextNotRunningError()
         raw = data.encode()
-        if len(raw) > INPUT_QUEUE_BYTES or context.input_writes >= INPUT_QUEUE_WRITES or (
-                context.input_writes and context.input_queued + len(raw) > INPUT_QUEUE_BYTES):
-            raise InputBufferFullError(
-                f"context input queue is full ({context.input_queued} bytes in {context.input_writes} writes "
-                f"waiting; {INPUT_QUEUE_BYTES} bytes and {INPUT_QUEUE_WRITES} writes at most)")
+        context.refuse_input(len(raw), writing=True)
         self._touch(context)
         context.input_queued += len(raw)
         context.input_writes += 1
@@ -336,18 +322,6 @@ class SandboxContexts:
     def due(self, now_ns: int) -> list[str]:
         """Contexts past their ttl, idle timeout, or finished for longer than FINISHED_TTL_S."""
         return [context.id for context in self.list() if context.is_due(now_ns, FINISHED_TTL_S)]
-
-
-@dataclass(frozen=True)
-class ExecOutput:
-    """What an exec answers: its output (bounded), and how many output bytes were cut from it."""
-
-    text: str
-    dropped: int = 0
-
-    @property
-    def truncated(self) -> bool:
-        return self.dropped > 0
 
 
 async def _first_of(*awaitables) -> int:

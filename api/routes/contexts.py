@@ -13,8 +13,8 @@ import logging
 import orjson
 from sanic import Blueprint, Request
 
-from session_supervisor.domain.context_output import PREVIEW_LIMIT
-from session_supervisor.domain.contexts import INPUT_QUEUE_BYTES, ExecOutput
+from session_supervisor.domain.context_output import PREVIEW_LIMIT, ExecOutput
+from session_supervisor.domain.context_state import INPUT_QUEUE_BYTES
 from session_supervisor.domain.model import contexts as model
 from session_supervisor.domain.model.errors import DomainError, InvalidRequestError
 from session_supervisor.domain.model.json_fields import body_object
