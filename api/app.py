@@ -4,13 +4,14 @@ from __future__ import annotations
 import orjson
 from sanic import Sanic
 
+from .access import install_access_policy
 from .auth import install_auth
 from .browser import install_origin_check
 from .errors import handle_error
 from .gate import install_runtime_gate
 from .metrics import install_metrics
 from .proxy import install_forwarding
-from .routes import aerolvm, audit, contexts, files, health, journal, sandboxes, sessions, ui, ws
+from .routes import aerolvm, api_keys, audit, contexts, files, health, journal, sandboxes, sessions, teams, ui, ws
 from .routes import openapi as openapi_route
 from .ws_frames import install_utf8_close
 
@@ -28,8 +29,9 @@ def create_app(container, *, name: str = "sessiond") -> Sanic:
     install_origin_check(app)  # browsers: no foreign Origin on the API or its WebSockets
     install_auth(app, container.settings.token)
     install_forwarding(app)  # after auth, before the gate: a sandbox another node runs is served there
+    install_access_policy(app)  # after both: the owner node decides; before the gate: nothing refused wakes
     install_runtime_gate(app)  # after auth: only an authenticated call may wake a sandbox
-    for module in (health, sandboxes, sessions, journal, audit, ws, aerolvm, contexts, files, ui):
+    for module in (health, sandboxes, sessions, journal, audit, ws, aerolvm, contexts, files, ui, api_keys, teams):
         app.blueprint(module.bp)
     app.blueprint(openapi_route.bp)  # GET /api/v1/openapi.json
     install_metrics(app, container)  # GET /metrics, behind auth

@@ -19,6 +19,7 @@ from session_supervisor.domain.model.errors import DomainError, PtyUnavailableEr
 from .. import aerolvm_schema as shapes
 from .. import commands
 from ..aerolvm_attach import REPLAY_BYTES, Attach
+from ..auth import principal_of
 from ..errors import ApiError
 from ..schemas import parse_json
 from .ws import GONE, attachments
@@ -43,7 +44,7 @@ def reply(data, status: int = 200) -> HTTPResponse:
 
 def rendered(request: Request, svc, session) -> dict:
     """As committed (``store.view``): never a state whose events the writer has not committed."""
-    return shapes.render_session(svc.store.view(session), attachments(request.app).count(session.id))
+    return shapes.render_session(svc.shown(session), attachments(request.app).count(session.id))
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -57,7 +58,8 @@ async def list_sandboxes(request: Request):
     name = request.args.get("name", "").strip()
     tags = {key[4:]: values[0] for key, values in request.args.items() if key.startswith("tag.")}
     include_env = _flag(request, "include_env")
-    return reply([shapes.render_sandbox(sb, include_env) for sb in (await manager(request).list_all())
+    visible = await manager(request).list_all(visible_to=principal_of(request))
+    return reply([shapes.render_sandbox(sb, include_env) for sb in visible
                   if shapes.sandbox_matches(sb, name, tags)])
 
 
@@ -65,9 +67,11 @@ async def list_sandboxes(request: Request):
 async def create_sandbox(request: Request):
     """201 Sandbox; 400 image required; 409 name taken. Unknown keys (mounts, ...) are ignored."""
     name, config = shapes.create_sandbox_config(parse_json(request))
-    if name and any(shapes.sandbox_facts(sb).get("name") == name for sb in (await manager(request).list_all())):
+    owner = principal_of(request)  # names are unique within a team: another team's are not seen
+    taken = await manager(request).list_all(visible_to=owner) if name else []
+    if any(shapes.sandbox_facts(sb).get("name") == name for sb in taken):
         raise ApiError(409, "conflict", f"sandbox name {name!r} already exists")
-    sandbox = await manager(request).claim("default", config)
+    sandbox = await manager(request).claim("default", config, owner=owner)
     return reply(shapes.render_sandbox(sandbox), 201)
 
 
@@ -98,7 +102,8 @@ async def create_session(request: Request, sandbox_id: str):
 async def list_sessions(request: Request, sandbox_id: str):
     """200 {"sessions": [...]} ordered by creation."""
     svc = service(request, sandbox_id)
-    return reply({"sessions": [rendered(request, svc, s) for s in svc.list_sessions()]})
+    count = attachments(request.app).count
+    return reply({"sessions": [shapes.render_session(view, count(view.id)) for _, view in svc.shown_sessions()]})
 
 
 @http_bp.get("/<sandbox_id>/sessions/<session_id>")

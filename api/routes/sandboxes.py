@@ -12,6 +12,7 @@ from session_supervisor.domain.model.errors import InvalidSpecError
 from session_supervisor.domain.model.network import NetworkPolicyError, normalize_policy
 from session_supervisor.domain.model.spec import MAX_SECONDS, check_env
 
+from ..auth import principal_of
 from ..errors import ApiError
 from ..schemas import ok, parse_json, render_claim, render_sandbox
 
@@ -132,7 +133,7 @@ def _memory_flag(body: dict) -> bool:
 async def claim(request: Request):
     """201 ClaimResponse; 400 bad_request (template required or invalid config)."""
     template, config = parse_claim(parse_json(request))
-    sandbox = await manager(request).claim(template, config)
+    sandbox = await manager(request).claim(template, config, owner=principal_of(request))
     return ok(render_claim(sandbox), 201)
 
 
@@ -140,7 +141,7 @@ async def claim(request: Request):
 async def list_sandboxes(request: Request):
     """200 {"sandboxes", "count", "has_more"}; 400 bad_request for bad paging."""
     limit, offset = _paging(request)
-    items = [render_sandbox(sb) for sb in (await manager(request).list_all())]
+    items = [render_sandbox(sb) for sb in (await manager(request).list_all(visible_to=principal_of(request)))]
     status = request.args.get("status")
     template = request.args.get("template_id")
     paused = request.args.get("paused")
@@ -180,10 +181,9 @@ async def get_sandbox(request: Request, sandbox_id: str):
 async def sandbox_status(request: Request, sandbox_id: str):
     """200 SandboxStatus (+ resource_usage: workspace_bytes, memory, pids); 404 not_found."""
     sandbox = render_sandbox(manager(request).sandbox(sandbox_id))
-    status = {"sandbox_id": sandbox["id"], "template_id": sandbox["template_id"], "team_id": "local",
-              "runtime_id": sandbox["runtime_id"], "status": sandbox["status"],
-              "claimed_at": sandbox["claimed_at"], "created_at": sandbox["created_at"]}
-    status.update({k: sandbox[k] for k in ("expires_at", "hard_expires_at") if k in sandbox})
+    status = {k: sandbox[k] for k in ("template_id", "team_id", "runtime_id", "pod_name", "status",
+                                      "claimed_at", "created_at", "expires_at", "hard_expires_at")}
+    status = {"sandbox_id": sandbox["id"], **status}
     status["resource_usage"] = await manager(request).usage(sandbox_id)
     return ok(status)
 
@@ -249,9 +249,8 @@ async def refresh_sandbox(request: Request, sandbox_id: str):
     if duration > MAX_SECONDS:
         raise _bad(f"duration must be at most {MAX_SECONDS}")
     rendered = render_sandbox(await manager(request).refresh(sandbox_id, duration))
-    data = {"sandbox_id": sandbox_id}
-    data.update({k: rendered[k] for k in ("expires_at", "hard_expires_at") if k in rendered})
-    return ok(data)
+    return ok({"sandbox_id": sandbox_id, "expires_at": rendered["expires_at"],
+               "hard_expires_at": rendered["hard_expires_at"]})
 
 
 @bp.delete("/<sandbox_id>", ctx_action="delete_sandbox")
