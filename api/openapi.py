@@ -11,6 +11,7 @@ from functools import lru_cache
 
 from .openapi_access import SCHEMAS as ACCESS_SCHEMAS
 from .openapi_access import access_paths
+from .openapi_links import add_links
 from .openapi_schemas import ALL, INT64, ref
 from .openapi_workspace import SCHEMAS as WORKSPACE_SCHEMAS
 from .openapi_workspace import workspace_paths
@@ -125,7 +126,7 @@ def sandbox0_paths() -> dict:
         SB + "/{sandbox_id}/pause": {"post": operation(
             "pause_sandbox", "Checkpoint and release the runtime", {200: ref("PauseResponse"),
                                                                     202: ref("PauseResponse")},
-            (400, 401, 404, 409, 503), "MemoryRequest", False, **tag)},
+            (400, 401, 404, 409, 503), "PauseRequest", False, **tag)},
         SB + "/{sandbox_id}/resume": {"post": operation(
             "resume_sandbox", "New runtime generation; sessions follow runtime_recovery",
             {200: ref("ResumeResponse")}, (400, 401, 404, 409, 503), "MemoryRequest", False, **tag)},
@@ -214,29 +215,10 @@ def aerolvm_paths() -> dict:
     }
 
 
-def _add_links(paths: dict) -> None:
-    """OpenAPI links: a claimed sandbox id and a created session id feed the other operations."""
-    claim = paths[SB]["post"]["responses"]["201"]
-    create = paths[SB + "/{sandbox_id}/sessions"]["post"]["responses"]
-    for path, item in paths.items():
-        for method, op in item.items():
-            if not path.startswith(SB + "/{sandbox_id}") or method == "parameters":
-                continue
-            sandbox = {"sandbox_id": "$response.body#/data/sandbox_id"}
-            if "{session_id}" not in path:
-                claim.setdefault("links", {})[op["operationId"]] = {"operationId": op["operationId"],
-                                                                   "parameters": sandbox}
-                continue
-            session = {"sandbox_id": "$request.path.sandbox_id", "session_id": "$response.body#/data/id"}
-            for status in ("201", "200"):
-                create[status].setdefault("links", {})[op["operationId"]] = {"operationId": op["operationId"],
-                                                                            "parameters": session}
-
-
 @lru_cache(maxsize=1)
 def document() -> dict:
     paths = {**sandbox0_paths(), **aerolvm_paths(), **access_paths(operation, _header)}
-    _add_links(paths)
+    add_links(paths)
     for path, item in paths.items():
         if "{" in path:
             item["parameters"] = _path_params(path)

@@ -16,6 +16,10 @@ BOOL = {"type": "boolean"}
 TIME = {"type": "string", "format": "date-time"}
 STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 BASE64 = {"type": "string", "contentEncoding": "base64"}
+# What the server decodes (strict, padded): generators then send input it accepts.
+STRICT_BASE64 = {**BASE64, "pattern": r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"}
+NO_NUL = {"type": "string", "pattern": r"^[^\u0000]*$"}  # execve and paths would cut at a NUL
+PROGRAM = {"type": "string", "pattern": r"^[^\u0000]*[^\s\u0000][^\u0000]*$"}  # argv[0]: not blank either
 
 
 def ref(name: str) -> dict:
@@ -56,7 +60,7 @@ _READINESS = obj({"type": enum("process", "delay", "output"), "delay_ms": INT32,
 _RETENTION = obj({"max_bytes": INT64, "max_age_seconds": INT64})
 _SPEC_FIELDS = {
     "name": STR,
-    "command": array(STR, minItems=1, prefixItems=[{"type": "string", "pattern": r"\S"}]),
+    "command": array(NO_NUL, minItems=1, prefixItems=[PROGRAM]),
     "cwd": STR, "env": STR_MAP,
     "io": obj({"mode": enum("pipes", "pty"), "terminal": _TERMINAL}),
     "lifecycle": _LIFECYCLE, "readiness": _READINESS, "event_retention": _RETENTION,
@@ -92,8 +96,11 @@ SESSIONS = {
     "AttemptList": obj({"attempts": array(ref("AttemptRecord"))}, ("attempts",)),
     "DesiredStateRequest": obj({"state": enum("running", "stopped")}, ("state",)),
     "AttemptRequest": obj({"replace_current": BOOL}),
+    # Some bytes, or the end of input: an input with neither is refused (400).
     "InputRequest": obj({"input_id": {"type": "string", "pattern": r"\S"}, "expected_attempt_id": STR,
-                         "data_base64": BASE64, "eof": BOOL}, ("input_id",)),
+                         "data_base64": STRICT_BASE64, "eof": BOOL}, ("input_id",),
+                        anyOf=[{"required": ["data_base64"], "properties": {"data_base64": {"minLength": 4}}},
+                               {"required": ["eof"], "properties": {"eof": {"const": True}}}]),
     "InputResponse": obj({"input_id": STR, "attempt_id": STR, "accepted": BOOL, "duplicate": BOOL},
                          ("input_id", "attempt_id", "accepted", "duplicate")),
     "SignalRequest": obj({"signal": {"type": "string", "description": "HUP INT QUIT KILL TERM USR1 USR2 "
@@ -117,13 +124,20 @@ SESSIONS = {
         obj({"type": {"const": "error"}, "request_id": STR, "error": STR}, ("type", "error"))]},
 }
 
+MEMORY = {"type": "string", "pattern": r"^\s*[0-9]+(?:\.[0-9]+)?(?:Ki|Mi|Gi|Ti|k|K|M|G|T)?\s*$",
+          "description": "a Kubernetes quantity from 128Mi to 16Gi"}
 SANDBOXES = {
-    "SandboxConfig": obj({"env_vars": STR_MAP, "resources": obj({"memory": STR}), "ttl": INT32,
+    "SandboxConfig": obj({"env_vars": STR_MAP, "resources": obj({"memory": MEMORY}), "ttl": INT32,
                           "hard_ttl": INT32, "network": ref("SandboxNetworkPolicy"), "webhook": {"type": "object"},
                           "auto_resume": BOOL, "services": array({"type": "object"})}),
+    # The SDKs' snapshot_id is accepted and ignored (this server keeps no snapshots), so it is
+    # not listed: a documented *_id field that no operation produces reads to link-following
+    # tools (schemathesis) as a reference they can never satisfy, and they stop starting
+    # their flows with a claim.
     "ClaimRequest": obj({"template": {"type": "string", "enum": ["default", "coding-agent"],
                                       "description": "case-insensitive; unknown templates get 404"},
-                         "snapshot_id": STR, "config": ref("SandboxConfig")}, ("template",)),
+                         "config": ref("SandboxConfig")}, ("template",),
+                        description="snapshot_id (SDK) is accepted and ignored: no snapshots here"),
     # pod_name: what the Go SDK requires where Python requires runtime_id (the same value).
     # A disabled deadline is "0001-01-01T00:00:00Z", never null: Go refuses null or absent.
     "ClaimResponse": obj({"sandbox_id": STR, "status": SANDBOX_STATUS, "runtime_id": STR, "pod_name": STR,
@@ -159,6 +173,8 @@ SANDBOXES = {
                      "endPort": {"type": "integer", "minimum": 1, "maximum": 65535}}, ("port",)),
     "UpdateSandboxRequest": obj({"config": ref("SandboxConfig")}, ("config",)),
     "MemoryRequest": obj({"memory": BOOL}),
+    # Only the filesystem is checkpointed: a pause asking for memory gets 400.
+    "PauseRequest": obj({"memory": {"const": False}}),
     "PauseResponse": obj({"sandbox_id": STR, "paused": BOOL, "status": SANDBOX_STATUS},
                          ("sandbox_id", "paused")),
     "ResumeResponse": obj({"sandbox_id": STR, "resumed": BOOL, "restored_memory": STR},
@@ -177,8 +193,9 @@ AEROLVM = {
     "AeroSandbox": obj({"id": STR, "name": STR, "tags": STR_MAP, "image": STR, "status": STR, "env": STR_MAP,
                         "created_at": TIME, "updated_at": TIME}, ("id",)),
     "AeroSandboxList": array(ref("AeroSandbox")),
-    "AeroSessionCreate": obj({"name": STR, "argv": array(STR), "command": STR, "workdir": STR, "workDir": STR,
-                              "env": STR_MAP, "pty": BOOL, "cols": UINT16, "rows": UINT16}),
+    "AeroSessionCreate": obj({"name": STR, "argv": array(NO_NUL, prefixItems=[PROGRAM]), "command": STR,
+                              "workdir": STR, "workDir": STR, "env": STR_MAP, "pty": BOOL, "cols": UINT16,
+                              "rows": UINT16}),
     "AeroSession": obj({"id": STR, "name": STR, "argv": array(STR), "workdir": STR, "pty": BOOL,
                         "status": enum("pending", "running", "exited", "killed", "failed"),
                         "exit_code": SIGNED32, "exit_signal": STR, "created_at": TIME, "started_at": TIME,

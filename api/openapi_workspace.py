@@ -1,7 +1,7 @@
 """OpenAPI entries for the context and file routes (the SDKs' ``apispec/api/contexts|files``)."""
 from __future__ import annotations
 
-from .openapi_schemas import BOOL, STR, STR_MAP, TIME, array, enum, obj, ref
+from .openapi_schemas import BOOL, NO_NUL, STR, STR_MAP, TIME, array, enum, obj, ref
 
 CTX = "/api/v1/sandboxes/{sandbox_id}/contexts"
 FILES = "/api/v1/sandboxes/{sandbox_id}/files"
@@ -14,10 +14,14 @@ SCHEMAS = {
         "type": enum("repl", "cmd"),
         "repl": obj({"alias": enum("python", "python3", "bash", "sh", "node", "nodejs", "javascript", "js",
                                    "shell"), "input": STR}),
-        "cmd": obj({"command": array(STR, minItems=1)}, ("command",)),
+        "cmd": obj({"command": array(NO_NUL, minItems=1)}, ("command",)),
         "wait_until_done": BOOL, "cwd": STR, "env_vars": STR_MAP,
         "pty_size": obj({"rows": _SIZE, "cols": _SIZE}),
-        "idle_timeout_sec": {"type": "integer", "minimum": 0}, "ttl_sec": {"type": "integer", "minimum": 0}}),
+        "idle_timeout_sec": {"type": "integer", "minimum": 0}, "ttl_sec": {"type": "integer", "minimum": 0}},
+        # Without a type, a body with cmd is a command and any other a REPL; repl with a command
+        # context, or cmd with a REPL, is refused (400).
+        anyOf=[{"properties": {"type": {"const": "cmd"}}, "required": ["cmd"], "not": {"required": ["repl"]}},
+               {"properties": {"type": {"const": "repl"}}, "not": {"required": ["cmd"]}}]),
     "Context": obj({"id": STR, "type": enum("repl", "cmd"), "running": BOOL, "paused": BOOL, "created_at": TIME,
                     "alias": STR, "command": array(STR), "cwd": STR, "env_vars": STR_MAP, "output_raw": STR,
                     **_FINISH}, ("id", "type", "running", "paused", "created_at")),
@@ -31,7 +35,8 @@ SCHEMAS = {
                      "link_target": STR}),
     "FileList": obj({"entries": array(ref("FileInfo"))}, ("entries",)),
     "FileContent": obj({"content": STR, "encoding": enum("base64")}),
-    "MoveFileRequest": obj({"source": STR, "destination": STR}, ("source", "destination")),
+    "MoveFileRequest": obj({"source": {**NO_NUL, "minLength": 1}, "destination": {**NO_NUL, "minLength": 1}},
+                           ("source", "destination")),
     **{name: obj({key: {"const": True}}, (key,)) for name, key in (
         ("Written", "written"), ("Created", "created"), ("Deleted", "deleted"), ("Moved", "moved"),
         ("Signaled", "signaled"), ("Resized", "resized"))},
@@ -42,7 +47,8 @@ def workspace_paths(operation, query, upgrade) -> dict:
     """``operation``/``query``/``upgrade`` are openapi.py's builders (passed in: no import cycle)."""
     c = {"tag": "contexts"}
     f = {"tag": "files"}
-    path = [query("path", {"type": "string", "minLength": 1}, "a sandbox path under /workspace or /tmp")]
+    path = [{**query("path", {**NO_NUL, "minLength": 1}, "a sandbox path under /workspace or /tmp (relative: "
+                                                         "under /workspace)"), "required": True}]
     one = CTX + "/{context_id}"
     ctx_errors = (400, 401, 404, 409, 503)
     file_errors = (400, 401, 403, 404, 409, 503)
