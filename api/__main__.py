@@ -50,6 +50,30 @@ def positive_int(text: str) -> int:
     return value
 
 
+def table_bound(text: str) -> int:
+    """A per-sandbox kernel-table bound: 0 (none) up to the conntrack table's own size."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= 4_194_304:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 4194304, not {value}")
+    return value
+
+
+_SIZE_UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
+               "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+def disk_size(text: str) -> int:
+    """Bytes, plain or with a Kubernetes suffix (``256Mi``, ``1Gi``, ``500M``)."""
+    number = text.rstrip("KMGTi")
+    unit = text[len(number):]
+    if not number.isdigit() or unit not in _SIZE_UNITS:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (bytes, or e.g. 256Mi, 1Gi)")
+    return int(number) * _SIZE_UNITS[unit]
+
+
 def lease_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -94,6 +118,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                        default=env("SESSIOND_SANDBOX_PIDS_MAX", "1024"),
                        help="processes per sandbox under the hardened runtime: a fork bomb stops there "
                             "(env SESSIOND_SANDBOX_PIDS_MAX; default %(default)s)")
+    serve.add_argument("--sandbox-conntrack-max", type=table_bound, metavar="N",
+                       default=env("SESSIOND_SANDBOX_CONNTRACK_MAX", "4096"),
+                       help="connections one sandbox may have in the host's conntrack table; past it new "
+                            "flows are dropped (0: no cap; env SESSIOND_SANDBOX_CONNTRACK_MAX; default %(default)s)")
+    serve.add_argument("--sandbox-new-flows", type=table_bound, metavar="N",
+                       default=env("SESSIOND_SANDBOX_NEW_FLOWS", "1000"),
+                       help="new connections (flows) a second one sandbox may open (0: no limit; env "
+                            "SESSIOND_SANDBOX_NEW_FLOWS; default %(default)s)")
+    serve.add_argument("--disk-reserve", type=disk_size, metavar="SIZE",
+                       default=env("SESSIOND_DISK_RESERVE", "64Mi"),
+                       help="room on the data dir's filesystem kept for the server's own stores: claims, "
+                            "uploads and mkdirs that would use it get 507 (env SESSIOND_DISK_RESERVE; "
+                            "default %(default)s)")
     cluster = serve.add_argument_group(
         "more than one machine", "journals in PostgreSQL, workspaces in a shared directory, any node serves "
         "any sandbox (README: More than one machine)")
@@ -148,6 +185,8 @@ def main(argv: list[str] | None = None) -> None:
         fail(str(error))
     settings = Settings(host=args.host, port=args.port, data_dir=data, token=token, runtime=args.runtime,
                         network=args.network, token_file=token_file, sandbox_pids_max=args.sandbox_pids_max,
+                        sandbox_conntrack_max=args.sandbox_conntrack_max, sandbox_new_flows=args.sandbox_new_flows,
+                        disk_reserve=args.disk_reserve,
                         **cluster_settings(args), **edge_settings(args))
     serve(settings, access_log=args.access_log)
     os.close(lock_fd)

@@ -15,6 +15,7 @@ from .proxy import install_forwarding
 from .routes import (aerolvm, api_keys, audit, contexts, files, health, journal, metrics_routes, observability,
                      sandboxes, services, sessions, teams, ui, ws)
 from .routes import openapi as openapi_route
+from .ws_frames import install_utf8_close
 
 
 def create_app(container, *, name: str = "sessiond") -> Sanic:
@@ -38,6 +39,7 @@ def create_app(container, *, name: str = "sessiond") -> Sanic:
         app.blueprint(module.bp)
     app.blueprint(openapi_route.bp)  # GET /api/v1/openapi.json
     install_metrics(app, container)  # GET /metrics, behind auth
+    install_utf8_close(app)  # a text frame that is not UTF-8 closes its WebSocket with 1007
     app.error_handler.add(Exception, handle_error)
 
     @app.before_server_start

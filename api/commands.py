@@ -7,7 +7,6 @@ a full input queue before a large input body is decoded (§1.8).
 """
 from __future__ import annotations
 
-import base64
 import binascii
 
 from session_supervisor.domain.model.commands import InputRequest, bounded_key
@@ -68,13 +67,24 @@ def check_input_types(body: dict) -> None:
     optional_bool(body, "eof")
 
 
+def strict_b64decode(encoded: str) -> bytes:
+    """Standard padded base64 and nothing else, as Go's ``base64.StdEncoding`` reads it: whole
+    4-character groups, padding only at the end, no characters outside the alphabet. Python's
+    decoder would also take ``aGVsbG8K==`` (padding after a complete group)."""
+    if len(encoded) % 4:
+        raise ValueError("base64 length is not a multiple of 4")
+    if len(encoded) - len(encoded.rstrip("=")) > 2:
+        raise ValueError("base64 has more padding than a group can")
+    return binascii.a2b_base64(encoded, strict_mode=True)
+
+
 def parse_input(body: dict) -> InputRequest:
     input_id = bounded_key(optional_str(body, "input_id"), "input_id")
     if not input_id:
         raise InvalidRequestError("input_id is required")
     encoded = optional_str(body, "data_base64")
     try:
-        data = base64.b64decode(encoded, validate=True) if encoded else b""
+        data = strict_b64decode(encoded) if encoded else b""
     except (binascii.Error, ValueError):
         raise InvalidRequestError("data_base64 is invalid") from None
     eof = optional_bool(body, "eof")

@@ -44,13 +44,25 @@ class DataDirInUse(DataDirError):
     pass
 
 
+PRIVATE_MODES = (0o700, 0o750)  # the server's user (and at most its group, read-only) reaches it
+
+
 def prepare(data_dir: Path) -> None:
+    """Create the data dir, 0700 (0750 is kept): workspaces, /tmp dirs and stores live under it,
+    so no other local user may traverse it. The sandboxes' own processes never need to: their
+    workspace and /tmp are bound onto a staging point by the root part of the launch chain."""
     try:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
         raise DataDirError(f"cannot create data dir {data_dir}: {exc.strerror}") from exc
     if not os.access(data_dir, os.W_OK | os.X_OK):
         raise DataDirError(f"data dir {data_dir} is not writable")
+    info = data_dir.stat()
+    if info.st_uid == os.geteuid() and info.st_mode & 0o777 not in PRIVATE_MODES:
+        try:
+            os.chmod(data_dir, 0o700)
+        except OSError as exc:
+            raise DataDirError(f"cannot make data dir {data_dir} private (0700): {exc.strerror}") from exc
 
 
 def lock(data_dir: Path) -> int:
@@ -61,7 +73,7 @@ def lock(data_dir: Path) -> int:
     """
     path = data_dir / LOCK_FILE_NAME
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError as exc:
         raise DataDirError(f"cannot open {path}: {exc.strerror}") from exc
     try:
@@ -73,6 +85,7 @@ def lock(data_dir: Path) -> int:
             raise DataDirInUse(f"data dir {data_dir} is in use by another sessiond (pid {holder}; "
                                f"lock {path})") from None
         raise DataDirError(f"cannot lock {path}: {exc.strerror}") from exc
+    os.fchmod(fd, 0o600)  # a lock file of an older release was 0644
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd

@@ -6,50 +6,54 @@ context, and the sandbox's runtime, does.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from dataclasses import dataclass, field
 
+from .context_output import SUBSCRIBER_LIMIT, OutputLog, text_size
 from .model.contexts import ContextRequest
+from .model.errors import InputBufferFullError
 from .ports import AttemptHandle, TerminalSize
 
-REPLAY_LIMIT = 8 << 20    # output retained per context for late WebSocket subscribers
-CAPTURE_LIMIT = 16 << 20  # stdout / stderr retained for the context's status and wait_until_done
+# Input waiting to reach one context's process, as for a session's attempt: past it 429.
+INPUT_QUEUE_BYTES = 16 << 20
+INPUT_QUEUE_WRITES = 256
 SUBSCRIBER_QUEUE = 4096   # chunks; a subscriber that falls this far behind is dropped
 EXIT = ("exit", "", "", False)  # (kind, source, text, prompt seen)
 
 
-class Capture:
-    """Text kept up to ``limit`` characters; beyond it the oldest part is dropped."""
-
-    def __init__(self, limit: int) -> None:
-        self.parts: deque[str] = deque()
-        self.size = 0
-        self.limit = limit
-
-    def add(self, text: str) -> None:
-        self.parts.append(text)
-        self.size += len(text)
-        while self.size > self.limit and len(self.parts) > 1:
-            self.size -= len(self.parts.popleft())
-
-    def text(self) -> str:
-        return "".join(self.parts)
-
-
 @dataclass(eq=False)  # kept in sets: identity, not value
 class Subscriber:
+    """A live WebSocket reader; bounded by chunks and by the memory of what waits for it."""
+
     queue: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(SUBSCRIBER_QUEUE))
     dropped: bool = False
+    queued: int = 0  # memory of the text waiting in ``queue``
 
     def push(self, item: tuple) -> None:
         if self.dropped:
             return
+        size = text_size(item[2]) if item[0] == "output" else 0
+        if self.queued + size > SUBSCRIBER_LIMIT:
+            self._drop()
+            return
         try:
             self.queue.put_nowait(item)
-        except asyncio.QueueFull:  # too slow: it gets a final EXIT-like marker instead of more output
-            self.dropped = True
+            self.queued += size
+        except asyncio.QueueFull:
+            self._drop()
+
+    def _drop(self) -> None:
+        """Too slow: what waits is let go, and a final marker takes its place."""
+        self.dropped = True
+        while not self.queue.empty():
             self.queue.get_nowait()
-            self.queue.put_nowait(("dropped", "", "", False))
+        self.queued = 0
+        self.queue.put_nowait(("dropped", "", "", False))
+
+    async def get(self) -> tuple:
+        item = await self.queue.get()
+        if item[0] == "output":
+            self.queued = max(0, self.queued - text_size(item[2]))
+        return item
 
 
 @dataclass
@@ -65,11 +69,7 @@ class Context:
     finished_ns: int = 0
     exited: asyncio.Event = field(default_factory=asyncio.Event)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
-    replay: Capture = field(default_factory=lambda: Capture(REPLAY_LIMIT))
-    chunks: deque = field(default_factory=deque)  # (source, text) for replay, bounded by ``replay``
-    stamps: deque = field(default_factory=deque)  # (number, ns) of each chunk in ``chunks``: log cursors
-    chunk_count: int = 0  # chunks ever received
-    streams: dict = field(default_factory=dict)   # source -> Capture
+    output: OutputLog = field(default_factory=OutputLog)  # bounded: domain/context_output.py
     decoders: dict = field(default_factory=dict)  # source -> incremental UTF-8 decoder
     subscribers: set = field(default_factory=set)
     prompt_tail: str = ""
@@ -77,17 +77,27 @@ class Context:
     watcher: asyncio.Task | None = None
     launch_id: str = ""  # the runtime's attempt id of the current process (contexts._start)
     started_ns: int = 0  # when the current process started
+    input_queued: int = 0  # bytes handed to the process's stdin and not written yet
+    input_writes: int = 0
 
     @property
     def running(self) -> bool:
         return self.handle is not None and not self.exited.is_set()
 
+    def refuse_input(self, size: int, *, writing: bool = False) -> None:
+        """429 when ``size`` more bytes of input would not fit in the queue: one input larger than
+        the queue, or too much already waiting (``writing``: the write itself, which also counts)."""
+        if size > INPUT_QUEUE_BYTES or (self.input_writes and self.input_queued + size > INPUT_QUEUE_BYTES) \
+                or (writing and self.input_writes >= INPUT_QUEUE_WRITES):
+            raise InputBufferFullError(
+                f"context input queue is full ({self.input_queued} bytes in {self.input_writes} writes waiting; "
+                f"{INPUT_QUEUE_BYTES} bytes and {INPUT_QUEUE_WRITES} writes at most)")
+
     def captured(self, source: str) -> str:
-        capture = self.streams.get(source)
-        return capture.text() if capture is not None else ""
+        return self.output.text(source)
 
     def raw_output(self) -> str:
-        return "".join(text for _source, text in self.chunks)
+        return self.output.text()
 
     def is_due(self, now_ns: int, finished_ttl_s: float) -> bool:
         """Past its ttl or idle timeout, or finished for longer than ``finished_ttl_s``."""

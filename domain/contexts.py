@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import errno
 import logging
 import signal as signals
 
-from .context_state import CAPTURE_LIMIT, EXIT, Capture, Context, Subscriber, process_ended, process_started
+from .context_output import EXEC_OUTPUT_LIMIT, ExecOutput, ExecTail, dropped_marker, enforce_sandbox_limit
+from .context_state import EXIT, Context, Subscriber, process_ended, process_started
 from .model.contexts import (
     READY_TOKEN,
     ContextRequest,
@@ -29,6 +31,7 @@ from .model.errors import (
     ContextNotRunningError,
     ContextPtyUnavailableError,
     ExecTimeoutError,
+    InsufficientStorageError,
     OperationFailedError,
     UnavailableError,
 )
@@ -63,7 +66,7 @@ class SandboxContexts:
         return sorted(self.contexts.values(), key=lambda c: (c.created_ns, c.id))
 
     # ---- lifecycle ----------------------------------------------------------------------------
-    async def create(self, request: ContextRequest) -> tuple[Context, str]:
+    async def create(self, request: ContextRequest) -> tuple[Context, "ExecOutput"]:
         """Start the process; with ``wait_until_done`` also wait for it (cmd) or its first exec (repl)."""
         now = self.service.clock.now_ns()
         context_id = "ctx-" + self.service.new_uuid_hex()[:16]
@@ -77,11 +80,11 @@ class SandboxContexts:
             raise UnavailableError("sandbox runtime is not available")
         self.contexts[context_id] = context
         self._ensure_sweeper()
-        output = ""
+        output = ExecOutput("")
         if request.wait_until_done:
             if request.type == "cmd":
                 await context.exited.wait()
-                output = context.raw_output()
+                output = ExecOutput(context.raw_output(), context.output.dropped)
             elif request.input:
                 output = await self.exec(context_id, request.input, timeout_s=None)
         return context, output
@@ -94,8 +97,13 @@ class SandboxContexts:
         # memory cgroup and OOM count), so concurrent contexts never share them.
         context.launch_id = f"{context.id}-{service.new_uuid_hex()[:8]}"
         context.started_ns = service.clock.now_ns()
-        launch = service.launch_process(request.command, request.cwd, env, context.terminal,
-                                        attempt_id=context.launch_id)
+        try:
+            launch = service.launch_process(request.command, request.cwd, env, context.terminal,
+                                            attempt_id=context.launch_id)
+        except OSError as exc:  # its launch files could not be written: a full disk is 507
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise InsufficientStorageError(f"context process could not start: {exc}") from None
+            raise OperationFailedError(f"context process could not start: {exc}") from None
         runner = service.pty_runner if launch.terminal else service.pipe_runner
         try:
             context.handle = await runner.start(launch, lambda source, data: self._on_output(context, source, data))
@@ -164,19 +172,31 @@ class SandboxContexts:
         context = self.get(context_id)
         await self._write(context, data)
 
+    def refuse_when_full(self, context_id: str, size: int) -> None:
+        """429 before a body of ``size`` bytes is read (``Context.refuse_input``)."""
+        self.get(context_id).refuse_input(size)
+
     async def _write(self, context: Context, data: str) -> None:
         if context.exited.is_set():
             raise ContextFinishedError()
         if context.handle is None:
             raise ContextNotRunningError()
+        raw = data.encode()
+        context.refuse_input(len(raw), writing=True)
         self._touch(context)
+        context.input_queued += len(raw)
+        context.input_writes += 1
         try:
-            await context.handle.write(data.encode())
+            await context.handle.write(raw)
         except (OSError, RuntimeError) as exc:
             raise ContextNotRunningError(f"process is not running: {exc}") from None
+        finally:
+            context.input_queued -= len(raw)
+            context.input_writes -= 1
 
-    async def exec(self, context_id: str, data: str, timeout_s: float | None = EXEC_TIMEOUT_S) -> str:
-        """Submit input and return what it printed: up to the next prompt (REPL) or the exit."""
+    async def exec(self, context_id: str, data: str, timeout_s: float | None = EXEC_TIMEOUT_S) -> "ExecOutput":
+        """Submit input and return what it printed: up to the next prompt (REPL) or the exit;
+        past ``EXEC_OUTPUT_LIMIT`` only its end, with the count of what was cut."""
         context = self.get(context_id)
         if context.exited.is_set():
             raise ContextFinishedError()
@@ -184,36 +204,39 @@ class SandboxContexts:
             if await _first_of(context.ready.wait(), context.exited.wait(),
                                self.service.clock.sleep(READY_TIMEOUT_S)) == 2:
                 raise ExecTimeoutError(READY_TIMEOUT_S)
-            collector = self.subscribe_live(context)
+            collector = ExecTail(EXEC_OUTPUT_LIMIT)
+            if context.exited.is_set():
+                collector.push(EXIT)
+            else:
+                context.subscribers.add(collector)
             try:
                 await self._write(context, exec_input(context.request.type, data))
-                output = await self._collect(context, collector, timeout_s)
+                await self._collect(collector, timeout_s)
             finally:
                 context.subscribers.discard(collector)
-        return normalize_exec_output(context.request.type, output)
+        output = collector.text()
+        if collector.dropped:  # the marker goes after the prompt the reference's shape starts with
+            output = dropped_marker(collector.dropped) + output
+        return ExecOutput(normalize_exec_output(context.request.type, output), collector.dropped)
 
-    async def _collect(self, context: Context, collector: Subscriber, timeout_s: float | None) -> str:
+    async def _collect(self, collector: ExecTail, timeout_s: float | None) -> None:
         clock = self.service.clock
         deadline_ns = clock.now_ns() + int(timeout_s * 1e9) if timeout_s else None
-        parts: list[str] = []
-        quiet = False  # a prompt was seen: done as soon as output pauses for PROMPT_QUIET_S
-        while True:
-            if quiet:
+        while not collector.ended:
+            if collector.prompt:  # done as soon as output pauses for PROMPT_QUIET_S
                 wait_s = PROMPT_QUIET_S
             elif deadline_ns is not None:
                 wait_s = max(0.0, (deadline_ns - clock.now_ns()) / 1e9)
             else:
                 wait_s = None
-            getter = asyncio.ensure_future(collector.queue.get())
-            if wait_s is not None and await _first_of(getter, clock.sleep(wait_s)) == 1:
-                if quiet:
-                    return "".join(parts)
+            collector.changed.clear()
+            changed = collector.changed.wait()
+            if wait_s is None:
+                await changed
+            elif await _first_of(changed, clock.sleep(wait_s)) == 1:
+                if collector.prompt:
+                    return
                 raise ExecTimeoutError(timeout_s)
-            kind, _source, text, prompt = await getter
-            if kind != "output":
-                return "".join(parts)
-            parts.append(text)
-            quiet = quiet or prompt
 
     def resize(self, context_id: str, rows: int, cols: int) -> None:
         context = self.get(context_id)
@@ -239,7 +262,7 @@ class SandboxContexts:
     def subscribe(self, context_id: str) -> tuple[Context, list[tuple[str, str]], Subscriber]:
         """Everything retained so far and a live subscription, with no gap and no repeat."""
         context = self.get(context_id)
-        return context, list(context.chunks), self.subscribe_live(context)
+        return context, context.output.items(), self.subscribe_live(context)
 
     def subscribe_live(self, context: Context) -> Subscriber:
         subscriber = Subscriber()
@@ -253,23 +276,16 @@ class SandboxContexts:
         decoder = context.decoders.get(source)
         if decoder is None:
             decoder = context.decoders[source] = codecs.getincrementaldecoder("utf-8")("replace")
-        self._publish(context, source, decoder.decode(data))
+        self._publish(context, source, decoder.decode(data), len(data))
 
-    def _publish(self, context: Context, source: str, text: str) -> None:
+    def _publish(self, context: Context, source: str, text: str, nbytes: int = 0) -> None:
         if not text:
             return
         self._touch(context)
-        context.chunks.append((source, text))
-        context.stamps.append((context.chunk_count, self.service.clock.now_ns()))  # for the sandbox's logs
-        context.chunk_count += 1
-        context.replay.add(text)
-        while len(context.chunks) > len(context.replay.parts):
-            context.chunks.popleft()  # keep the chunk log in step with the bounded replay text
-            context.stamps.popleft()
-        capture = context.streams.get(source)
-        if capture is None:
-            capture = context.streams[source] = Capture(CAPTURE_LIMIT)
-        capture.add(text)
+        context.output.add(source, text, nbytes or len(text), self.service.clock.now_ns())
+        # The sandbox's bound: contexts still starting are not in ``self.contexts`` yet.
+        logs = [c.output for c in self.contexts.values() if c is not context]
+        enforce_sandbox_limit([context.output, *logs])
         prompt = False
         if context.request.type == "repl":
             window = context.prompt_tail + text

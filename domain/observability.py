@@ -128,7 +128,7 @@ class ObservabilityReader:
         runtime = self.manager.running.get(sandbox_id)
         sandbox = self.manager.sandbox(sandbox_id)
         now = (sandbox.version, tuple(sorted(runtime.store.committed_seq.items())) if runtime else None,
-               tuple((c.launch_id, c.chunk_count) for c in runtime.contexts.list()) if runtime else None)
+               tuple((c.launch_id, c.output.count) for c in runtime.contexts.list()) if runtime else None)
         if seen.get("state") == now:
             return False
         seen["state"] = now
@@ -143,7 +143,7 @@ def _pruned(view: JournalView, items, positions: obs.Positions, more: bool):
 
 def _context_items(context: Context) -> list[obs.Item]:
     items: list[obs.Item] = []
-    for (source, text), (number, at) in zip(list(context.chunks), list(context.stamps)):
+    for source, text, number, at in context.output.stamped():
         items += obs.log_items(context.launch_id, number + 1, {"data": text.encode(), "stream": source,
                                                               "attempt_id": context.launch_id}, at, 0,
                                context_id=context.id)

@@ -124,6 +124,7 @@ class Isolator(Protocol):
 
 
 class SandboxFiles(Protocol):
+    def admit(self) -> None: ...  # raises InsufficientStorageError when a new sandbox has no room
     def create(self, sandbox_id: str) -> None: ...
     def workspace(self, sandbox_id: str) -> str: ...
     def list_ids(self) -> list[str]: ...  # every sandbox directory, complete or not

@@ -193,6 +193,7 @@ class SandboxManager:
             raise InvalidRequestError(f"template {template!r} not found")
         config = {"network": template_policy(template), **config}
         sandbox_id = sandbox_id_from(self.new_uuid_hex())
+        await asyncio.to_thread(self.files.admit)  # 507 before the server's own disk reserve is used
         try:
             await asyncio.to_thread(self.files.create, sandbox_id)
             store = await asyncio.to_thread(self.open_store, sandbox_id)

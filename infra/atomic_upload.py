@@ -13,14 +13,20 @@ from .confined_errors import translate
 class Upload:
     """One atomic write in progress: bytes go to a temporary file until ``commit``."""
 
-    def __init__(self, entry, temp: str, fd: int) -> None:  # entry: a ConfinedFS Entry, owned from now on
+    def __init__(self, entry, temp: str, fd: int, reserve=None) -> None:  # entry: a ConfinedFS Entry, owned now
         self.entry, self.temp, self.fd = entry, temp, fd
+        self.reserve = reserve  # infra.disk_reserve.DiskReserve: a tenant's bytes stay above the server's reserve
         self.size = 0
 
     def write(self, data: bytes) -> None:
+        if self.reserve is not None:
+            self.reserve.admit(len(data), "this upload")
         view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view):]
+        try:
+            while view:
+                view = view[os.write(self.fd, view):]
+        except OSError as exc:  # ENOSPC, EDQUOT: 507
+            raise translate(exc, self.entry.view) from None
         self.size += len(data)
 
     def commit(self) -> None:

@@ -30,7 +30,12 @@ from .pty_runner import PtyRunner
 from .reaper import reap_leftover
 from .metrics_sampler import MetricsSampler
 from .netns import NetnsNetworks, netns_available
+from .nft_rules import FlowLimits
 from .isolation_check import protect_from_oom
+from .file_calls import FileCalls
+from .file_watch import WatchHub
+from .disk_reserve import DiskReserve
+from .memory import MemoryTrimmer
 from .runtime import RuntimeUnavailableError, detect_runtime, sandbox_tmp_dir
 from .confined_fs import ConfinedFS
 from .sandbox_dirs import SandboxDirectories
@@ -64,6 +69,9 @@ class Container:
     keys: ApiKeys | None = None  # teams and API keys (api/auth.py asks it who a bearer is)
     metrics: MetricsSampler | None = None  # each running sandbox's cgroups, sampled (GET …/metrics)
     webhooks: object | None = None  # infra.webhooks.Webhooks: config.webhook deliveries (one machine only)
+    trimmer: MemoryTrimmer = field(default_factory=MemoryTrimmer)
+    file_calls: FileCalls = field(default_factory=FileCalls)  # the file API's own threads
+    watches: WatchHub = field(default_factory=WatchHub)        # one inotify instance for every watch
 
     def __post_init__(self) -> None:
         self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
@@ -81,7 +89,12 @@ class Container:
                                        self._on_committed)
         base_env = {k: os.environ[k] for k in BASE_ENV_KEYS if k in os.environ}
         base_env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin")
-        dirs = self.dirs = SandboxDirectories(self.settings.data_dir)
+        self.disk = DiskReserve(str(self.settings.data_dir), self.settings.disk_reserve)
+        warning = self.disk.startup_check(sandboxes_unprivileged=bool(
+            self.runtime.hardening is not None and self.runtime.hardening.as_root))
+        if warning:
+            log.warning("%s", warning)
+        dirs = self.dirs = SandboxDirectories(self.settings.data_dir, self.disk)
         journals, checkpoints, ownership = await asyncio.to_thread(self._stores, dirs)
         key_store = await asyncio.to_thread(self._key_store)
         self.keys = ApiKeys(key_store, self.clock, lambda: secrets.token_hex(24), lambda: str(uuid.uuid4()))
@@ -99,6 +112,11 @@ class Container:
             from .webhooks import Webhooks
             self.webhooks = Webhooks(self)
             await self.webhooks.start()
+        self.trimmer.start()
+
+    def release_memory(self) -> None:
+        """After a large free (a context, a sandbox): hand the memory back to the system."""
+        self.trimmer.release()
 
     @property
     def node_id(self) -> str:
@@ -142,7 +160,7 @@ class Container:
             areas["/tmp"] = tmp
         owned = os.stat(workspace)
         owner = (owned.st_uid, owned.st_gid) if owned.st_uid != os.geteuid() else None
-        return ConfinedFS(areas, owner)
+        return ConfinedFS(areas, owner, self.disk)
 
     def _on_committed(self, store, aggregate, events: list) -> None:
         if aggregate.id not in store.sessions:
@@ -166,6 +184,8 @@ class Container:
             await self.metrics.stop()
         if self.webhooks is not None:
             await self.webhooks.stop()
+        await self.trimmer.stop()
+        await self.watches.close()
         if self.manager is not None:
             await self.manager.shutdown()
         cgroups = getattr(self.runtime.hardening, "cgroups", None)
@@ -177,6 +197,7 @@ class Container:
             await asyncio.to_thread(self.keys.store.close)
         if self.datastore is not None:
             await asyncio.to_thread(self.datastore.close)
+        self.file_calls.close()
 
 
 def choose_networks(settings: Settings):
@@ -193,7 +214,8 @@ def choose_networks(settings: Settings):
     else:
         problem = netns_available()
     if problem is None:
-        return NetnsNetworks(str(settings.data_dir))
+        return NetnsNetworks(str(settings.data_dir), FlowLimits(settings.sandbox_conntrack_max,
+                                                                settings.sandbox_new_flows))
     if mode == "netns":
         raise RuntimeUnavailableError(f"network 'netns' requested but unavailable: {problem}")
     if settings.runtime != "host":  # runtime 'host' already warns that nothing is isolated

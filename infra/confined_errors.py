@@ -6,6 +6,7 @@ import errno
 from session_supervisor.domain.model.errors import (
     FileError,
     FileNotFoundInSandboxError,
+    InsufficientStorageError,
     InvalidRequestError,
     NotADirectoryInSandboxError,
     NotAFileInSandboxError,
@@ -27,6 +28,10 @@ def translate(exc: OSError, path: str) -> Exception:
         return InvalidRequestError(f"invalid path: {exc.strerror}: {path}")
     if exc.errno == errno.ELOOP:  # a component was swapped for a symlink mid-walk
         return PathOutsideSandboxError(f"path changed while it was resolved: {path}")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return InsufficientStorageError(f"no space left for {path}: {exc.strerror}")
+    if exc.errno == errno.ENXIO:  # a socket (or a FIFO without a writer) opened as a file
+        return NotAFileInSandboxError(f"not a regular file: {path}")
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.EXDEV):
         return PathOutsideSandboxError(f"permission denied: {path}")
     return FileError(f"{exc.strerror or exc}: {path}")

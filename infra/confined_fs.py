@@ -16,13 +16,15 @@ Everything here blocks: callers run it in a thread.
 """
 from __future__ import annotations
 
+import functools
+import heapq
 import os
+import time
 import stat as st
 import uuid
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Iterator
 
 from session_supervisor.domain.model.errors import (
@@ -36,8 +38,13 @@ from session_supervisor.domain.model.errors import (
 
 from .atomic_upload import Upload
 from .confined_errors import translate
+from .file_listing import LIST_PAGE, Listing
+from .tree_walk import remove_tree
 
 MAX_LINKS = 40  # as the kernel's MAXSYMLINKS
+# Directories one walk holds open, one per level: a path deeper than this (a tenant can make any
+# depth) is refused rather than costing the server a descriptor per level.
+MAX_DEPTH = 256
 DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 TMP_PREFIX = ".sessiond-upload-"
 
@@ -59,11 +66,18 @@ class Entry:
 
 
 class ConfinedFS:
-    def __init__(self, areas: dict[str, str], owner: tuple[int, int] | None = None) -> None:
+    def __init__(self, areas: dict[str, str], owner: tuple[int, int] | None = None, reserve=None) -> None:
         self.areas = {name.strip("/"): host for name, host in areas.items()}  # "workspace" -> host dir
         # What the API creates belongs to the sandbox's own root (its host uid under the
         # hardened runtime), so the sandbox can change and delete it like its own files.
         self.owner = owner
+        # infra.disk_reserve.DiskReserve: what the API writes for the tenant stays above the server's
+        # reserve (it writes as root, so the filesystem's own reserve for root would not stop it).
+        self.reserve = reserve
+
+    def admit(self, size: int, what: str = "this upload") -> None:
+        if self.reserve is not None:
+            self.reserve.admit(max(size, 1), what)
 
     # ---- the walk -----------------------------------------------------------------------------
     def resolve(self, path: str, *, follow_last: bool = True) -> Entry:
@@ -112,6 +126,8 @@ class ConfinedFS:
                     todo.extendleft(reversed(target.split("/")))
                     continue
                 if st.S_ISDIR(info.st_mode):
+                    if len(fds) >= MAX_DEPTH:
+                        raise InvalidRequestError(f"path is deeper than {MAX_DEPTH} directories: {path[:200]}")
                     fd = os.open(part, DIR_FLAGS, dir_fd=fds[-1])
                     owned.append(fd)
                     stack.append(part)
@@ -131,10 +147,6 @@ class ConfinedFS:
             _close(owned)
             raise
 
-    def watch(self, path: str, recursive: bool):
-        from .file_watch import DirectoryWatch  # inotify only for the watch WebSocket
-        return DirectoryWatch(self, path, recursive)
-
     # ---- reads --------------------------------------------------------------------------------
     @contextmanager
     def _walked(self, path: str, *, follow_last: bool = True) -> Iterator[Entry]:
@@ -152,6 +164,9 @@ class ConfinedFS:
         with self._walked(path) as entry:
             if entry.self_fd is not None:
                 raise NotAFileInSandboxError(f"not a file: {entry.view}")
+            info = os.stat(entry.name, dir_fd=entry.parent_fd, follow_symlinks=False)
+            if not st.S_ISREG(info.st_mode):  # a socket, FIFO or device is never opened
+                raise NotAFileInSandboxError(f"not a regular file: {entry.view}")
             fd = os.open(entry.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
                          dir_fd=entry.parent_fd)
             info = os.fstat(fd)
@@ -163,9 +178,20 @@ class ConfinedFS:
 
     def stat(self, path: str) -> dict:
         with self._walked(path, follow_last=False) as entry:
-            return self._info(entry.parent_fd, entry.name, entry.view, entry.self_fd)
+            return self.entry_info(entry.parent_fd, entry.name, entry.view, entry.self_fd)
 
-    def list(self, path: str) -> list[dict]:
+    def list(self, path: str, after: str = "", limit: int = LIST_PAGE) -> list[dict]:
+        """One page of entries (see ``open_listing``), rendered at once: for small directories."""
+        listing = self.open_listing(path, after, limit)
+        try:
+            return listing.render(0, len(listing.names))
+        finally:
+            listing.close()
+
+    def open_listing(self, path: str, after: str = "", limit: int = LIST_PAGE) -> "Listing":
+        """The first ``limit`` names after ``after``, in name order, of a directory; the caller
+        renders them in batches (``Listing.render``) and closes it. Only the page's names are held,
+        however large the directory."""
         with self._walked(path) as entry:
             if entry.self_fd is None:
                 if entry.name is not None and not _exists(entry):
@@ -173,17 +199,20 @@ class ConfinedFS:
                 raise NotADirectoryInSandboxError(f"not a directory: {entry.view}")
             fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=entry.self_fd)
             try:
-                names = sorted(os.listdir(fd))
-                return [self._info(fd, name, entry.view.rstrip("/") + "/" + name, None) for name in names]
-            finally:
+                with os.scandir(fd) as entries:
+                    names = heapq.nsmallest(limit + 1, (e.name for e in entries if e.name > after))
+            except BaseException:
                 os.close(fd)
+                raise
+            more = len(names) > limit
+            return Listing(self, fd, entry.view.rstrip("/"), names[:limit], more)
 
-    def _info(self, dir_fd: int | None, name: str | None, view: str, self_fd: int | None) -> dict:
+    def entry_info(self, dir_fd: int | None, name: str | None, view: str, self_fd: int | None) -> dict:
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False) if name is not None else os.fstat(self_fd)
         kind = "dir" if st.S_ISDIR(info.st_mode) else "symlink" if st.S_ISLNK(info.st_mode) else "file"
         out = {"name": view.rsplit("/", 1)[-1], "path": view, "type": kind, "size": info.st_size,
                "mode": f"{st.S_IMODE(info.st_mode) & 0o777:04o}",
-               "mod_time": datetime.fromtimestamp(info.st_mtime, timezone.utc).isoformat().replace("+00:00", "Z"),
+               "mod_time": _rfc3339(info.st_mtime_ns),
                "is_link": kind == "symlink"}
         if kind == "symlink":
             out["link_target"] = os.readlink(name, dir_fd=dir_fd)
@@ -192,6 +221,7 @@ class ConfinedFS:
     # ---- writes -------------------------------------------------------------------------------
     def begin_write(self, path: str) -> "Upload":
         """A temporary file next to the target; ``Upload.commit`` renames it over the target."""
+        self.admit(1)
         entry = self.resolve(path)
         try:
             if entry.self_fd is not None:
@@ -207,7 +237,7 @@ class ConfinedFS:
         except BaseException:
             entry.close()
             raise
-        return Upload(entry, temp, fd)
+        return Upload(entry, temp, fd, self.reserve)
 
     def write(self, path: str, chunks: Iterator[bytes]) -> None:
         upload = self.begin_write(path)
@@ -219,6 +249,7 @@ class ConfinedFS:
             upload.abort()
 
     def mkdir(self, path: str, recursive: bool) -> None:
+        self.admit(4096, "a new directory")  # a directory takes a block
         if recursive:
             parts = [p for p in _components(path) if p not in ("", ".")]
             for i in range(1, len(parts) + 1):
@@ -247,7 +278,7 @@ class ConfinedFS:
                 raise PathOutsideSandboxError(f"{entry.view} itself cannot be deleted")
             info = os.stat(entry.name, dir_fd=entry.parent_fd, follow_symlinks=False)
             if st.S_ISDIR(info.st_mode):
-                _remove_tree(entry.parent_fd, entry.name)
+                remove_tree(entry.parent_fd, entry.name)  # iterative: any depth a tenant made
             else:
                 os.unlink(entry.name, dir_fd=entry.parent_fd)
 
@@ -260,18 +291,16 @@ class ConfinedFS:
             os.rename(src.name, dst.name, src_dir_fd=src.parent_fd, dst_dir_fd=dst.parent_fd)
 
 
-def _remove_tree(parent_fd: int, name: str) -> None:
-    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
-    try:
-        for child in os.listdir(fd):
-            info = os.stat(child, dir_fd=fd, follow_symlinks=False)
-            if st.S_ISDIR(info.st_mode):
-                _remove_tree(fd, child)
-            else:
-                os.unlink(child, dir_fd=fd)
-    finally:
-        os.close(fd)
-    os.rmdir(name, dir_fd=parent_fd)
+@functools.lru_cache(maxsize=4096)
+def _utc_second(seconds: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+
+
+def _rfc3339(ns: int) -> str:
+    """As ``datetime.isoformat`` in UTC (microseconds when there are any), a fifth of its cost:
+    a listing renders one per entry, and the files of one directory often share their second."""
+    seconds, micro = divmod((ns + 500) // 1000, 1_000_000)  # to the nearest microsecond, as datetime
+    return f"{_utc_second(seconds)}.{micro:06d}Z" if micro else f"{_utc_second(seconds)}Z"
 
 
 def _exists(entry: Entry) -> bool:

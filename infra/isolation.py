@@ -12,10 +12,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .cgroups import Limits, SandboxCgroup
+from .tree_walk import DIR_OPEN, walk_tree
 
 UID_BASE = 100_000
 UID_SPAN = 1_000_000
@@ -63,6 +65,7 @@ def sandbox_uid(sandbox_id: str, workspace: str) -> int:
     ws = Path(workspace)
     current = _owner(ws)
     if current is not None and UID_BASE <= current < UID_BASE + UID_SPAN:
+        own_tmp(ws, current)
         return current
     taken = {_owner(other / "workspace") for other in ws.parent.parent.iterdir() if other != ws.parent}
     start = int.from_bytes(hashlib.sha256(sandbox_id.encode()).digest()[:8], "big") % UID_SPAN
@@ -71,17 +74,40 @@ def sandbox_uid(sandbox_id: str, workspace: str) -> int:
         if uid not in taken:
             break
     chown_tree(ws, uid)
+    own_tmp(ws, uid)
     return uid
 
 
+def own_tmp(workspace: Path, uid: int) -> None:
+    """The sandbox's on-disk /tmp belongs to its uid and to nobody else (0700: no other local user
+    may drop files into it); older data dirs made it root's, mode 1777."""
+    tmp = workspace.parent / "tmp"
+    try:
+        info = os.lstat(tmp)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(info.st_mode):
+        return
+    if info.st_uid != uid:
+        os.chown(tmp, uid, uid)
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(tmp, 0o700)
+
+
 def chown_tree(root: Path, uid: int) -> None:
-    """Hand a workspace to its sandbox's uid (a new one is empty; an old root-owned one is not)."""
+    """Hand a workspace to its sandbox's uid (a new one is empty; an old root-owned one is not).
+    Iterative and descriptor-relative (``infra.tree_walk``): the tree may be as deep as a tenant made it."""
     os.chown(root, uid, uid)
     os.chmod(root, 0o755)
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = os.path.join(dirpath, name)
-            info = os.lstat(path)
-            if not os.path.isdir(path) and info.st_nlink > 1:
-                continue  # a hard link may be a host file (an old unisolated sandbox made it)
-            os.lchown(path, uid, uid)
+
+    def chown(dir_fd: int, entry: os.DirEntry) -> None:
+        info = entry.stat(follow_symlinks=False)
+        if not stat.S_ISDIR(info.st_mode) and info.st_nlink > 1:
+            return  # a hard link may be a host file (an old unisolated sandbox made it)
+        os.chown(entry.name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
+
+    fd = os.open(root, DIR_OPEN)
+    try:
+        walk_tree(fd, on_entry=chown)
+    finally:
+        os.close(fd)

@@ -81,7 +81,8 @@ def netns_available() -> str | None:
 class NetnsNetworks:
     """The ``SandboxNetworks`` port: per-sandbox namespaces with host-side nftables rules."""
 
-    def __init__(self, data_dir: str) -> None:
+    def __init__(self, data_dir: str, limits: nft_rules.FlowLimits = nft_rules.FlowLimits()) -> None:
+        self.limits = limits  # per sandbox: its conntrack entries and new flows a second
         self.tag = instance_tag(data_dir)
         self.table = f"sessiond_{self.tag}"
         self.prefix = f"sessiond-{self.tag}-"
@@ -188,7 +189,8 @@ class NetnsNetworks:
         self.nets[sandbox_id] = net
         try:
             _disable_ipv6(net.iface)
-            _run(["nft", "-f", "-"], nft_rules.attach_sandbox(self.table, net.slot, net.iface, net.address, policy))
+            _run(["nft", "-f", "-"], nft_rules.attach_sandbox(self.table, net.slot, net.iface, net.address, policy,
+                                                              self.limits))
             _run(["ip", "-n", name, "-batch", "-"],
                  "link set lo up\n"
                  f"addr add {net.address}/30 dev eth0\n"

@@ -15,6 +15,10 @@ class Settings:
     network: str = "auto"  # netns | host | auto (netns when root with bwrap; see infra/netns.py)
     token_file: Path | None = None  # where the token came from, when it is the generated one
     sandbox_pids_max: int = 1024  # processes per sandbox under the hardened runtime (pids.max)
+    # Kernel tables per sandbox network (infra/nft_rules.py): tracked connections, new flows a second.
+    sandbox_conntrack_max: int = 4096
+    sandbox_new_flows: int = 1000
+    disk_reserve: int = 64 << 20  # bytes of the data dir's filesystem kept for the server's stores
     # More than one machine (README "More than one machine"): journals, sandbox records and
     # leases in PostgreSQL, workspaces checkpointed into a directory every node shares.
     database_url: str = ""  # "": the embedded default (SQLite per sandbox, one node)

@@ -10,12 +10,12 @@ Only the node that ran a sandbox last keeps its own, newer, workspace when it ta
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 from . import workspace_checkpoint
 from .checkpoint import Checkpoints
 from .sandbox_dirs import SandboxDirectories
+from .tree_walk import remove_path
 
 
 class SharedCheckpoints(Checkpoints):
@@ -36,18 +36,18 @@ class SharedCheckpoints(Checkpoints):
             ensure_dirs(self.dirs, sandbox_id)  # never checkpointed: it starts from empty
             return
         staging = local.with_name(f".{sandbox_id}.restoring.{os.getpid()}")
-        shutil.rmtree(staging, ignore_errors=True)
+        _remove_quietly(staging)
         try:
             workspace_checkpoint.restore(self.shared, sandbox_id, staging)
             ensure_dirs(self.dirs, sandbox_id)
             for part in workspace_checkpoint.PARTS:
                 target = local / part
-                shutil.rmtree(target, ignore_errors=True)
+                _remove_quietly(target)
                 if (staging / part).exists():
                     os.replace(staging / part, target)
             ensure_dirs(self.dirs, sandbox_id)
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            _remove_quietly(staging)
 
     def seal(self, sandbox_id: str, store) -> None:
         store.journal.seal()
@@ -55,7 +55,7 @@ class SharedCheckpoints(Checkpoints):
                                   store.sandbox.runtime_generation)
 
     def remove(self, sandbox_id: str) -> None:
-        shutil.rmtree(self.shared / sandbox_id, ignore_errors=True)
+        _remove_quietly(self.shared / sandbox_id)
 
 
 def ensure_dirs(dirs: SandboxDirectories, sandbox_id: str) -> None:
@@ -63,9 +63,18 @@ def ensure_dirs(dirs: SandboxDirectories, sandbox_id: str) -> None:
     if not dirs.path(sandbox_id).exists():
         dirs.create(sandbox_id)
         return
-    for part, mode in (("workspace", 0o755), ("tmp", 0o1777)):
+    for part, mode in (("workspace", 0o755), ("tmp", 0o700)):  # tmp: the sandbox uid's (infra.isolation)
         path = dirs.path(sandbox_id) / part
         if not path.exists():
             path.mkdir(mode=mode)
             path.chmod(mode)
     dirs.state_dir(sandbox_id).mkdir(mode=0o700, exist_ok=True)
+    dirs.secure(sandbox_id)
+
+
+def _remove_quietly(path: Path) -> None:
+    """A tree as deep as a tenant made it (``infra.tree_walk``), or nothing if it is not there."""
+    try:
+        remove_path(str(path))
+    except OSError:
+        pass

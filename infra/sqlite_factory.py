@@ -55,9 +55,10 @@ class TunedSQLiteFactory(SQLiteFactory):
         return recorder
 
     def free_bytes(self) -> int:
-        """Bytes an unprivileged writer can still use on the store's filesystem."""
+        """Bytes the server can still write on the store's filesystem: as root, also the blocks the
+        filesystem keeps for root (the server's disk reserve lives there: infra/disk_reserve.py)."""
         stats = os.statvfs(os.path.dirname(self.datastore.pool.db_name) or ".")
-        return stats.f_bavail * stats.f_frsize
+        return (stats.f_bfree if os.geteuid() == 0 else stats.f_bavail) * stats.f_frsize
 
     # ---- journal maintenance (retention, audit): SQL the library has no API for ----------
     def trim_events(self, originator_id: str, gt: int, lte: int, keep_topics, limit: int,

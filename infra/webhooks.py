@@ -175,8 +175,10 @@ class Webhooks:
                 self._watches[sandbox_id] = (runtime.generation, task)
 
     async def _watch_files(self, sandbox_id: str, sub: Subscription) -> None:
-        try:
-            watch = self.container.sandbox_fs(sandbox_id).watch(sub.watch_dir, True)
+        try:  # the server's one inotify instance, shared with the files API's watches
+            watch = await self.container.watches.subscribe(self.container.file_calls,
+                                                           self.container.sandbox_fs(sandbox_id), sandbox_id,
+                                                           sub.watch_dir, True)
         except (OSError, DomainError):
             await asyncio.sleep(SWEEP_S)  # not there yet: the sweep tries again
             return
@@ -184,6 +186,8 @@ class Webhooks:
         window, count = time.monotonic(), 0
         try:
             async for label, path in watch.events():
+                if label == "dropped":  # more than the watch's queue holds: the rest still come
+                    continue
                 now = time.monotonic()
                 if now - last.get((label, path), -FILE_REPEAT_S) < FILE_REPEAT_S:
                     continue

@@ -27,7 +27,6 @@ import hashlib
 import io
 import json
 import os
-import shutil
 import stat
 import tarfile
 import time
@@ -36,6 +35,7 @@ from pathlib import Path, PurePosixPath
 import zstandard
 
 from .checkpoint import fsync_dir, write_atomic
+from .tree_walk import DIR_OPEN, remove_path, walk_tree
 
 MANIFEST = "manifest.json"
 PARTS = ("workspace", "tmp")  # the only top-level names an archive may hold
@@ -69,9 +69,9 @@ def save(sandbox_dir: Path, checkpoint_dir: Path, sandbox_id: str, generation: i
                     tarfile.open(fileobj=zstd, mode="w|", format=tarfile.GNU_FORMAT) as tar:
                 for part in PARTS:
                     if (Path(sandbox_dir) / part).exists():
-                        for info in _add_tree(tar, Path(sandbox_dir), part):
-                            entries += 1
-                            raw += info.size
+                        added, size = _add_tree(tar, Path(sandbox_dir), part)
+                        entries += added
+                        raw += size
             out.flush()
             os.fsync(out.fileno())
         size = temp.stat().st_size
@@ -93,33 +93,52 @@ def save(sandbox_dir: Path, checkpoint_dir: Path, sandbox_id: str, generation: i
     return manifest
 
 
-def _add_tree(tar: tarfile.TarFile, root: Path, part: str):
-    """Add ``root/part`` recursively in a stable order, never following symlinks."""
+def _add_tree(tar: tarfile.TarFile, root: Path, part: str) -> tuple[int, int]:
+    """Add ``root/part`` in a stable order (names sorted in each directory), never following
+    symlinks; iterative and descriptor-relative (``infra.tree_walk``), so no depth a tenant made
+    can overflow it."""
     inodes: dict[tuple[int, int], str] = {}
-    for dirpath, dirnames, filenames in os.walk(root / part):
-        dirnames.sort()
-        rel = os.path.relpath(dirpath, root)
-        info = _tarinfo(dirpath, rel, inodes)
-        tar.addfile(info)
-        yield info
-        for name in sorted(filenames) + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
-            path = os.path.join(dirpath, name)
-            info = _tarinfo(path, os.path.join(rel, name), inodes)
+    counts = [0, 0]  # entries, bytes
+
+    def add(info: tarfile.TarInfo, fileobj=None) -> None:
+        tar.addfile(info, fileobj)
+        counts[0] += 1
+        counts[1] += info.size
+
+    def add_dir(dir_fd: int, names: list[str]) -> None:
+        rel = "/".join([part, *names])
+        add(_tarinfo(dir_fd, None, rel, inodes))
+        with os.scandir(dir_fd) as listed:
+            entries = sorted(listed, key=lambda e: e.name)
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    continue  # visited by the walk itself, as its own directory
+            except OSError:
+                continue
+            info = _tarinfo(dir_fd, entry.name, f"{rel}/{entry.name}", inodes)
             if info is None:
                 continue  # a socket (cannot be archived) or a device (never restored)
             if info.isreg():
-                with open(path, "rb") as f:
-                    tar.addfile(info, f)
+                fd = os.open(entry.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+                with os.fdopen(fd, "rb") as f:
+                    add(info, f)
             else:
-                tar.addfile(info)
-            yield info
+                add(info)
+
+    fd = os.open(root / part, DIR_OPEN)
+    try:
+        walk_tree(fd, on_dir=add_dir, sort=True)
+    finally:
+        os.close(fd)
+    return counts[0], counts[1]
 
 
-def _tarinfo(path: str, arcname: str, inodes: dict) -> tarfile.TarInfo | None:
+def _tarinfo(dir_fd: int, name: str | None, arcname: str, inodes: dict) -> tarfile.TarInfo | None:
     """``TarFile.gettarinfo`` without its user and group name lookups: sandbox uids have no
     names, so each lookup was a miss that read all of /etc/passwd and /etc/group (a fifth of
-    the save time on 12k files); numeric ids are what restore uses."""
-    st = os.lstat(path)
+    the save time on 12k files); numeric ids are what restore uses. ``name`` None: ``dir_fd`` itself."""
+    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False) if name is not None else os.fstat(dir_fd)
     info = tarfile.TarInfo(arcname)
     info.mode, info.uid, info.gid, info.mtime = stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, int(st.st_mtime)
     if stat.S_ISREG(st.st_mode):
@@ -133,7 +152,7 @@ def _tarinfo(path: str, arcname: str, inodes: dict) -> tarfile.TarInfo | None:
     elif stat.S_ISDIR(st.st_mode):
         info.type = tarfile.DIRTYPE
     elif stat.S_ISLNK(st.st_mode):
-        info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
+        info.type, info.linkname = tarfile.SYMTYPE, os.readlink(name, dir_fd=dir_fd)
     elif stat.S_ISFIFO(st.st_mode):
         info.type = tarfile.FIFOTYPE
     else:
@@ -271,7 +290,7 @@ class _HashingReader(io.RawIOBase):
 
 def _empty(directory: Path) -> None:
     for child in list(directory.iterdir()):
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child, ignore_errors=True)
-        else:
-            child.unlink(missing_ok=True)
+        try:
+            remove_path(str(child))
+        except OSError:
+            pass

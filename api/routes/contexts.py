@@ -13,6 +13,8 @@ import logging
 import orjson
 from sanic import Blueprint, Request
 
+from session_supervisor.domain.context_output import PREVIEW_LIMIT, ExecOutput
+from session_supervisor.domain.context_state import INPUT_QUEUE_BYTES
 from session_supervisor.domain.model import contexts as model
 from session_supervisor.domain.model.errors import DomainError, InvalidRequestError
 from session_supervisor.domain.model.json_fields import body_object
@@ -33,7 +35,9 @@ def contexts(request: Request, sandbox_id: str):
     return service(request, sandbox_id).contexts
 
 
-def render_context(context, output_raw: str | None = None) -> dict:
+def render_context(context, output=None, *, preview: bool = False) -> dict:
+    """The SDKs' Context; ``output`` (an ExecOutput) for a create that waited; ``preview``: the list's
+    form, with at most the last PREVIEW_LIMIT characters of each stream (``output_truncated`` says so)."""
     request = context.request
     out = {"id": context.id, "type": request.type, "running": context.running, "paused": False,
            "created_at": rfc3339(context.created_ns), "cwd": request.cwd or "/workspace",
@@ -42,18 +46,35 @@ def render_context(context, output_raw: str | None = None) -> dict:
         out["alias"] = request.alias
     if request.type == "cmd":
         out["command"] = list(request.command)
-    if output_raw is not None:
-        out["output_raw"] = output_raw
-    out.update(render_finish(context))
+    if output is not None:
+        out.update(render_output(output))
+    out.update(render_finish(context, preview=preview))
     return out
 
 
-def render_finish(context) -> dict:
+def render_output(output) -> dict:
+    """An exec's output; when it was cut (bounded, oldest first) ``output_truncated`` and the count."""
+    out = {"output_raw": output.text}
+    if output.truncated:
+        out["output_truncated"], out["output_dropped_bytes"] = True, output.dropped
+    return out
+
+
+def render_finish(context, *, preview: bool = False) -> dict:
     """Split output (pipes only) and the final status, once the process has exited."""
     out = {}
-    if context.request.type == "cmd" and context.terminal is None \
-            and (context.captured("stdout") or context.captured("stderr")):
-        out["stdout"], out["stderr"] = context.captured("stdout"), context.captured("stderr")
+    if context.request.type == "cmd" and context.terminal is None:
+        if preview:
+            (stdout, more_out), (stderr, more_err) = (context.output.tail("stdout", PREVIEW_LIMIT),
+                                                      context.output.tail("stderr", PREVIEW_LIMIT))
+            if more_out or more_err:
+                out["output_truncated"] = True
+        else:
+            stdout, stderr = context.captured("stdout"), context.captured("stderr")
+        if stdout or stderr:
+            out["stdout"], out["stderr"] = stdout, stderr
+    if context.output.dropped and not preview:
+        out["output_truncated"], out["output_dropped_bytes"] = True, context.output.dropped
     if context.exited.is_set():
         out["exit_code"], out["state"] = context.exit_code, context.state
     return out
@@ -62,7 +83,7 @@ def render_finish(context) -> dict:
 @bp.get("", ctx_action="list_contexts", strict_slashes=False)
 async def list_contexts(request: Request, sandbox_id: str):
     """200 {"contexts": [...]}; 404 not_found (sandbox)."""
-    return ok({"contexts": [render_context(c) for c in contexts(request, sandbox_id).list()]})
+    return ok({"contexts": [render_context(c, preview=True) for c in contexts(request, sandbox_id).list()]})
 
 
 @bp.post("", ctx_action="create", strict_slashes=False)
@@ -70,7 +91,7 @@ async def create_context(request: Request, sandbox_id: str):
     """201 Context (with output_raw/stdout/stderr/exit_code/state when wait_until_done); 400; 500 create_failed."""
     context_request = model.parse_create_context(parse_json(request))
     context, output = await contexts(request, sandbox_id).create(context_request)
-    return ok(render_context(context, output if context_request.wait_until_done else ""), 201)
+    return ok(render_context(context, output if context_request.wait_until_done else ExecOutput("")), 201)
 
 
 @bp.get("/<context_id>", ctx_action="get")
@@ -83,6 +104,7 @@ async def get_context(request: Request, sandbox_id: str, context_id: str):
 async def delete_context(request: Request, sandbox_id: str, context_id: str):
     """200 {"deleted": true}; 404 context_not_found."""
     await contexts(request, sandbox_id).delete(context_id)
+    request.app.ctx.container.release_memory()  # its output goes back to the system, not only to malloc
     return ok({"deleted": True})
 
 
@@ -92,21 +114,40 @@ async def restart_context(request: Request, sandbox_id: str, context_id: str):
     return ok(render_context(await contexts(request, sandbox_id).restart(context_id)))
 
 
-@bp.post("/<context_id>/input", ctx_action="write")
+@bp.post("/<context_id>/input", ctx_action="write", stream=True)
 async def write_input(request: Request, sandbox_id: str, context_id: str):
-    """200 {"written": true}; 400 data is required; 404; 409 process_not_running; 410 process_finished."""
+    """200 {"written": true}; 400 data is required; 404; 409 process_not_running; 410 process_finished;
+    429 input_buffer_full (the body is refused before it is read)."""
+    ctxs = contexts(request, sandbox_id)
+    await bounded_body(request, ctxs, context_id)
     data = model.parse_context_input(parse_json(request))
-    await contexts(request, sandbox_id).write(context_id, data)
+    await ctxs.write(context_id, data)
     return ok({"written": True})
 
 
-@bp.post("/<context_id>/exec", ctx_action="exec")
+@bp.post("/<context_id>/exec", ctx_action="exec", stream=True)
 async def exec_input(request: Request, sandbox_id: str, context_id: str):
-    """200 {output_raw, stdout?, stderr?, exit_code?, state?}; 400; 404; 408 exec_timeout; 410."""
-    data = model.parse_context_input(parse_json(request), required_non_empty=True)
+    """200 {output_raw, output_truncated?, output_dropped_bytes?, stdout?, stderr?, exit_code?, state?};
+    400; 404; 408 exec_timeout; 410; 429 input_buffer_full."""
     ctxs = contexts(request, sandbox_id)
+    await bounded_body(request, ctxs, context_id)
+    data = model.parse_context_input(parse_json(request), required_non_empty=True)
     output = await ctxs.exec(context_id, data)
-    return ok({"output_raw": output, **render_finish(ctxs.get(context_id))})
+    return ok({**render_output(output), **render_finish(ctxs.get(context_id))})
+
+
+async def bounded_body(request: Request, ctxs, context_id: str) -> None:
+    """Read a context input's body into ``request.body``, refusing (429) one the context's input
+    queue cannot take: by its Content-Length before a byte is read, else as it arrives."""
+    length = request.headers.get("content-length", "")
+    ctxs.refuse_when_full(context_id, int(length) if length.isdigit() else 0)
+    parts, size = [], 0
+    while request.stream is not None and (chunk := await request.stream.read()) is not None:
+        size += len(chunk)
+        if size > INPUT_QUEUE_BYTES:
+            ctxs.refuse_when_full(context_id, size)
+        parts.append(chunk)
+    request.body = b"".join(parts)
 
 
 @bp.post("/<context_id>/resize", ctx_action="resize")
@@ -161,7 +202,7 @@ async def context_ws(request: Request, ws, sandbox_id: str, context_id: str):
 
 async def _send_live(ws, context, subscriber, pending: list[str]) -> None:
     while True:
-        kind, source, text, prompt = await subscriber.queue.get()
+        kind, source, text, prompt = await subscriber.get()
         if kind == "dropped":
             await ws.close(1013, "subscriber too slow")
             return

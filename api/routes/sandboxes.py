@@ -279,4 +279,5 @@ async def delete_sandbox(request: Request, sandbox_id: str):
     webhooks = request.app.ctx.container.webhooks
     if webhooks is not None:  # sandbox.deleted now (the webhooks' sweep would in a second anyway)
         await webhooks.deleted(sandbox_id)
+    request.app.ctx.container.release_memory()  # its contexts' output goes back to the system
     return ok({"message": "sandbox terminated successfully"}, 202)

@@ -97,8 +97,8 @@ class CursorExpiredError(DomainError):
 
 
 class InputBufferFullError(DomainError):
-    def __init__(self) -> None:
-        super().__init__("input buffer full")
+    def __init__(self, message: str = "input buffer full") -> None:
+        super().__init__(message)
 
 
 class UnavailableError(DomainError):

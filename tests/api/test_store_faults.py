@@ -24,10 +24,11 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs need
 
 
 class LoggedOutside(ServerProcess):
-    """A server whose log is not on the disk the test fills."""
+    """A server whose log is not on the disk the test fills; no disk reserve, so the disk's last
+    bytes are the stores' to hit (tests/bounds/test_disk_reserve.py tests the reserve)."""
 
     def __init__(self, data_dir: Path, log_dir: Path) -> None:
-        super().__init__(data_dir, token=TOKEN, runtime="host")
+        super().__init__(data_dir, token=TOKEN, runtime="host", extra_args=["--disk-reserve", "0"])
         self._log_dir = log_dir
 
     @property

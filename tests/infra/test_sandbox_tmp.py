@@ -5,12 +5,14 @@ from session_supervisor.infra.runtime import BwrapRuntime, sandbox_tmp_dir
 from session_supervisor.infra.sandbox_dirs import SandboxDirectories
 
 
-def test_a_new_sandbox_has_a_world_writable_sticky_tmp_next_to_its_workspace(tmp_path):
+def test_a_new_sandbox_has_a_private_tmp_next_to_its_workspace(tmp_path):
+    """0700, not 1777: no other local user may drop files into it (the isolation hands it to the
+    sandbox's uid, tests/security/test_host_modes.py)."""
     dirs = SandboxDirectories(tmp_path)
     dirs.create("sb-1")
     tmp = tmp_path / "sandboxes" / "sb-1" / "tmp"
     assert sandbox_tmp_dir(dirs.workspace("sb-1")) == str(tmp)
-    assert tmp.stat().st_mode & 0o7777 == 0o1777
+    assert tmp.stat().st_mode & 0o7777 == 0o700
 
 
 def test_bwrap_binds_the_sandbox_tmp_or_falls_back_to_a_tmpfs(tmp_path):

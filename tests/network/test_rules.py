@@ -46,3 +46,14 @@ def test_resolvers_on_the_host_loopback_or_link_local_are_reported_unreachable(t
     conf.write_text("nameserver 127.0.0.53\nnameserver 203.0.113.53\nnameserver 169.254.169.253\n"
                     "nameserver fe80::1%eth0\n# nameserver 127.0.0.1\nsearch example\n")
     assert unreachable_resolvers(str(conf)) == ["127.0.0.53", "169.254.169.253", "fe80::1"]
+
+
+def test_nft_accepts_the_per_sandbox_flow_limits_and_a_policy_change_leaves_them_alone():
+    limits = nft_rules.FlowLimits(conntrack_max=512, new_flows_per_second=200)
+    attach = nft_rules.attach_sandbox(TABLE, 7, "sbx7", "10.200.0.30", POLICIES[0], limits)
+    script = nft_rules.base_table(TABLE) + attach + nft_rules.detach_sandbox(TABLE, 7, "sbx7")
+    done = subprocess.run(["nft", "-c", "-f", "-"], input=script, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr + "\n" + script
+    assert "ct state new ct count over 512 drop" in attach
+    assert "limit rate over 200/second burst 200 packets drop" in attach
+    assert "sbl_7" not in nft_rules.policy_rules(TABLE, 7, "10.200.0.30", POLICIES[1]).replace("jump sbl_7", "")
