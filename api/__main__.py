@@ -12,6 +12,7 @@ from pathlib import Path
 
 from session_supervisor.infra.settings import Settings
 
+from . import image_cli
 from .data_dir import default_data_dir, is_loopback_host
 from .operator_log import LEVELS, configure_logging, set_process_title, startup_line
 
@@ -62,7 +63,7 @@ def lease_seconds(text: str) -> float:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="sessiond", description="Session supervisor daemon: durable, "
                                      "event-sourced process sessions inside sandboxes.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="serve")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="serve|image|template")
     serve = commands.add_parser(
         "serve", help="run the HTTP server", epilog=SERVE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -116,6 +117,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     serve.add_argument("--access-log", action="store_true",
                        default=env("SESSIOND_ACCESS_LOG", "") not in ("", "0"),
                        help="one line per request (env SESSIOND_ACCESS_LOG=1; default off)")
+    image_cli.add_commands(commands)
     return parser.parse_args(argv)
 
 
@@ -128,6 +130,8 @@ def fail(message: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    if args.command in ("image", "template"):
+        sys.exit(image_cli.run(args))
     reexec_with_malloc_tuning(argv)
     set_process_title()
     configure_logging(args.log_level, args.access_log)
