@@ -10,7 +10,7 @@ from .errors import handle_error
 from .gate import install_runtime_gate
 from .metrics import install_metrics
 from .proxy import install_forwarding
-from .routes import aerolvm, audit, contexts, files, health, journal, sandboxes, sessions, ui, ws
+from .routes import aerolvm, audit, contexts, files, health, journal, sandboxes, sessions, templates, ui, ws
 from .routes import openapi as openapi_route
 
 
@@ -28,7 +28,7 @@ def create_app(container, *, name: str = "sessiond") -> Sanic:
     install_auth(app, container.settings.token)
     install_forwarding(app)  # after auth, before the gate: a sandbox another node runs is served there
     install_runtime_gate(app)  # after auth: only an authenticated call may wake a sandbox
-    for module in (health, sandboxes, sessions, journal, audit, ws, aerolvm, contexts, files, ui):
+    for module in (health, sandboxes, sessions, journal, audit, ws, aerolvm, contexts, files, templates, ui):
         app.blueprint(module.bp)
     app.blueprint(openapi_route.bp)  # GET /api/v1/openapi.json
     install_metrics(app, container)  # GET /metrics, behind auth

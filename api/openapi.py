@@ -12,6 +12,8 @@ from functools import lru_cache
 from .openapi_schemas import ALL, INT64, ref
 from .openapi_workspace import SCHEMAS as WORKSPACE_SCHEMAS
 from .openapi_workspace import workspace_paths
+from .openapi_templates import SCHEMAS as TEMPLATE_SCHEMAS
+from .openapi_templates import template_paths
 
 SB = "/api/v1/sandboxes"
 SS = SB + "/{sandbox_id}/sessions/{session_id}"
@@ -233,7 +235,7 @@ def _add_links(paths: dict) -> None:
 
 @lru_cache(maxsize=1)
 def document() -> dict:
-    paths = {**sandbox0_paths(), **aerolvm_paths()}
+    paths = {**sandbox0_paths(), **template_paths(operation), **aerolvm_paths()}
     _add_links(paths)
     for path, item in paths.items():
         if "{" in path:
@@ -246,8 +248,8 @@ def document() -> dict:
                                 "aerolvm-sdk clients work unmodified)."},
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
-        "tags": [{"name": n} for n in ("sandboxes", "sessions", "contexts", "files", "aerolvm", "health", "meta")],
+        "tags": [{"name": n} for n in ("sandboxes", "sessions", "contexts", "files", "templates", "aerolvm", "health", "meta")],
         "paths": paths,
-        "components": {"schemas": {**ALL, **WORKSPACE_SCHEMAS},
+        "components": {"schemas": {**ALL, **WORKSPACE_SCHEMAS, **TEMPLATE_SCHEMAS},
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }

@@ -11,6 +11,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from session_supervisor.domain.commits import CommitPipeline
@@ -32,6 +33,9 @@ from .confined_fs import ConfinedFS
 from .sandbox_dirs import SandboxDirectories
 from .settings import Settings
 from .writer import WriterThread
+from .images import ImageCatalog, ImageStore, store_root
+from .template_store import JsonTemplateStore
+from session_supervisor.domain.templates import Templates
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +68,10 @@ class Container:
         if self.runtime.name == "bwrap":
             protect_from_oom()  # a sandbox's OOM must end its own processes, never the server
         self.networks = choose_networks(self.settings)
+        shared = self.settings.checkpoint_dir if self.settings.clustered else None
+        self.images = ImageStore(store_root(self.settings.data_dir, shared))
+        self.templates = Templates(JsonTemplateStore(Path(shared or self.settings.data_dir) / "templates.json"),
+                                   ImageCatalog(self.images), self.clock.now_ns)
         if hasattr(self.runtime, "netns_for"):
             self.runtime.netns_for = self.networks.netns_path  # sessions join their sandbox's netns
 
@@ -82,7 +90,7 @@ class Container:
             isolator=self.runtime, clock=self.clock,
             new_uuid_hex=self.new_uuid_hex or (lambda: uuid.uuid4().hex), base_env=base_env,
             reap=self.reap or reap_leftover, networks=self.networks, ownership=ownership,
-            lease_seconds=self.settings.lease_seconds)
+            lease_seconds=self.settings.lease_seconds, templates=self.templates)
         await self.manager.start()
 
     @property

@@ -216,3 +216,55 @@ def store_root(data_dir: Path, checkpoint_dir: Path | None = None) -> Path:
     """Where the images live: the shared checkpoint directory with more than one node (every node
     runs the same images), else the data dir."""
     return Path(checkpoint_dir or data_dir) / "images"
+
+
+class ImageCatalog:
+    """The store as templates see it (``domain.ports.ImageCatalog``): domain errors, image defaults."""
+
+    def __init__(self, store: ImageStore) -> None:
+        self.store = store
+
+    def resolve(self, reference: str):
+        from session_supervisor.domain.model.errors import ImageNotFoundError as NotThere, InvalidTemplateError
+        try:
+            return _info(self.store.resolve(reference))
+        except ImageReferenceError as exc:
+            raise InvalidTemplateError(str(exc)) from None
+        except ImageNotFoundError as exc:
+            raise NotThere(str(exc)) from None
+
+    def built(self, template_id: str):
+        """A builtin template's image, once ``sessiond template build`` published it, and the state
+        of a build that runs or failed (``status.creation``)."""
+        state = read_build_state(self.store.root, template_id)
+        image = None
+        if state and state.get("reference"):
+            try:
+                image = _info(self.store.resolve(state["reference"]))
+            except ImageError:
+                image = None
+        creation = state.get("creation") if state else None
+        if creation and creation.get("state") == "ready":
+            creation = None  # a finished build shows like an image template: no creation status
+        return image, creation
+
+
+def _info(image: Image):
+    from session_supervisor.domain.ports import ImageInfo
+    env = {}
+    for item in image.config.get("Env") or []:
+        key, sep, value = item.partition("=")
+        if sep:
+            env[key] = value
+    return ImageInfo(image.reference, image.digest, env, image.config.get("WorkingDir") or "")
+
+
+def build_state_path(root: Path, template_id: str) -> Path:
+    return Path(root) / ".builds" / f"{template_id}.json"
+
+
+def read_build_state(root: Path, template_id: str) -> dict | None:
+    try:
+        return json.loads(build_state_path(root, template_id).read_text())
+    except (OSError, ValueError):
+        return None

@@ -26,11 +26,14 @@ class SandboxDirectories:
     def state_dir(self, sandbox_id: str) -> Path:
         return self.path(sandbox_id) / "state"
 
-    def create(self, sandbox_id: str) -> None:
+    def create(self, sandbox_id: str, rootfs: dict | None = None) -> None:
         (self.path(sandbox_id) / "workspace").mkdir(parents=True)
         (self.path(sandbox_id) / "tmp").mkdir(mode=0o1777)  # the sandbox's /tmp under bwrap
         (self.path(sandbox_id) / "tmp").chmod(0o1777)  # mkdir's mode is cut by the umask
         self.state_dir(sandbox_id).mkdir(mode=0o700)
+
+    def prepare(self, sandbox_id: str, rootfs: dict | None) -> None:
+        """Nothing to mount: the directories are on the data dir's own filesystem."""
 
     def usage(self, sandbox_id: str) -> dict[str, int]:
         """Disk the workspace takes (allocated blocks, links not followed): no quota, a report."""

@@ -14,6 +14,7 @@ from session_supervisor.domain.model.spec import MAX_SECONDS, check_env
 
 from ..errors import ApiError
 from ..schemas import ok, parse_json, render_claim, render_sandbox
+from ..template_wire import disk_quantity
 
 bp = Blueprint("sandboxes", url_prefix="/api/v1/sandboxes")
 
@@ -85,6 +86,13 @@ def parse_config(config) -> dict:
     return out
 
 
+def claim_disk_bytes(body) -> int | None:
+    """``config.resources.ephemeral_storage`` of a claim (an extension: the template's otherwise)."""
+    resources = ((body or {}).get("config") or {}).get("resources") or {}
+    value = resources.get("ephemeral_storage") if isinstance(resources, dict) else None
+    return None if value is None else disk_quantity(value, "config.resources.ephemeral_storage")
+
+
 def parse_network(policy) -> dict:
     try:
         return normalize_policy(policy)
@@ -131,8 +139,9 @@ def _memory_flag(body: dict) -> bool:
 @bp.post("", ctx_action="claim_sandbox", strict_slashes=False)
 async def claim(request: Request):
     """201 ClaimResponse; 400 bad_request (template required or invalid config)."""
-    template, config = parse_claim(parse_json(request))
-    sandbox = await manager(request).claim(template, config)
+    body = parse_json(request)
+    template, config = parse_claim(body)
+    sandbox = await manager(request).claim(template, config, claim_disk_bytes(body))
     return ok(render_claim(sandbox), 201)
 
 

@@ -1,0 +1,93 @@
+"""The templates API as the official Python SDK calls it, and its refusals in the envelope."""
+from __future__ import annotations
+
+import pytest
+import sandbox0
+from sandbox0.apispec.models.container_spec import ContainerSpec
+from sandbox0.apispec.models.env_var import EnvVar
+from sandbox0.apispec.models.resource_quota import ResourceQuota
+from sandbox0.apispec.models.sandbox_template_spec import SandboxTemplateSpec
+from sandbox0.apispec.models.template_create_request import TemplateCreateRequest
+from sandbox0.apispec.models.template_update_request import TemplateUpdateRequest
+
+from tests.helpers import TOKEN
+
+
+def spec(image: str, memory: str = "1Gi", **extra) -> SandboxTemplateSpec:
+    return SandboxTemplateSpec(main_container=ContainerSpec(
+        image=image, resources=ResourceQuota(memory=memory), env=[EnvVar(name="FROM_TEMPLATE", value="1")]),
+        display_name="Trixie", **extra)
+
+
+@pytest.fixture
+def client(image_server):
+    c = sandbox0.Client(token=TOKEN, base_url=image_server.url, timeout=30.0)
+    yield c
+    c.close()
+
+
+def test_the_python_sdk_creates_lists_gets_updates_and_deletes_a_template(client, image_server):
+    ref = image_server.image_reference
+    created = client.create_template(TemplateCreateRequest(template_id="Py-Trixie", spec=spec(ref)))
+    try:
+        assert created.template_id == "py-trixie" and created.scope == "team"
+        assert created.spec.main_container.image == ref
+        assert client.wait_template_ready("py-trixie", timeout_sec=10).template_id == "py-trixie"
+        ids = [t.template_id for t in client.list_templates()]
+        assert {"default", "coding-agent", "py-trixie"} <= set(ids)
+        got = client.get_template("py-trixie")
+        assert got.spec.main_container.resources.memory == "1Gi"
+        updated = client.update_template("py-trixie", TemplateUpdateRequest(spec=spec(ref, memory="2Gi")))
+        assert updated.spec.main_container.resources.memory == "2Gi"
+    finally:
+        client.delete_template("py-trixie")
+    assert "py-trixie" not in [t.template_id for t in client.list_templates()]
+
+
+def test_the_builtin_templates_are_listed_and_read_only(image_http):
+    listed = image_http.get("/api/v1/templates").json()["data"]
+    builtins = {t["template_id"]: t for t in listed["templates"] if t["scope"] == "public"}
+    assert set(builtins) == {"default", "coding-agent"} and listed["count"] == len(listed["templates"])
+    assert builtins["default"]["spec"]["mainContainer"]["resources"]["ephemeralStorage"] == "8Gi"
+    assert image_http.delete("/api/v1/templates/default").status_code == 404
+    body = {"spec": {"mainContainer": {"image": "x@sha256:" + "0" * 64, "resources": {"memory": "1Gi"}}}}
+    assert image_http.put("/api/v1/templates/default", json=body).status_code == 404
+
+
+def bad_create(http, template_id: str, image: str, **resources):
+    body = {"template_id": template_id,
+            "spec": {"mainContainer": {"image": image, "resources": {"memory": "1Gi", **resources}}}}
+    reply = http.post("/api/v1/templates", json=body)
+    assert reply.json()["success"] is False and set(reply.json()["error"]) >= {"code", "message"}
+    return reply.status_code, reply.json()["error"]
+
+
+def test_a_mutable_tag_an_unknown_digest_and_bad_fields_are_refused_clearly(image_http, image_server):
+    status, error = bad_create(image_http, "tagged", "debian:trixie")
+    assert (status, error["code"]) == (400, "bad_request") and "not pinned by digest" in error["message"]
+    status, error = bad_create(image_http, "unknown", "debian@sha256:" + "ab" * 32)
+    assert (status, error["code"]) == (404, "not_found") and "not in the image store" in error["message"]
+    status, error = bad_create(image_http, "cpu", image_server.image_reference, cpu="2")
+    assert status == 400 and "cpu is not supported" in error["message"]
+    status, error = bad_create(image_http, "small", image_server.image_reference, ephemeralStorage="10Mi")
+    assert status == 400 and "between 300Mi and 1Ti" in error["message"]
+    status, error = bad_create(image_http, "bad/id", image_server.image_reference)
+    assert status == 400
+    ids = [t["template_id"] for t in image_http.get("/api/v1/templates").json()["data"]["templates"]]
+    assert not {"tagged", "unknown", "cpu", "small"} & set(ids)
+
+
+def test_a_second_create_of_the_same_id_is_a_conflict(image_http, image_server):
+    body = {"template_id": "twice", "spec": {"mainContainer": {
+        "image": image_server.image_reference, "resources": {"memory": "1Gi"}}}}
+    assert image_http.post("/api/v1/templates", json=body).status_code == 201
+    try:
+        again = image_http.post("/api/v1/templates", json=body)
+        assert (again.status_code, again.json()["error"]["code"]) == (409, "conflict")
+    finally:
+        image_http.delete("/api/v1/templates/twice")
+
+
+def test_claiming_an_unknown_template_is_not_found(image_http):
+    reply = image_http.post("/api/v1/sandboxes", json={"template": "no-such-template"})
+    assert reply.status_code == 404 and reply.json()["error"]["code"] == "not_found"
