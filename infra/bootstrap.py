@@ -72,6 +72,8 @@ class Container:
         self.images = ImageStore(store_root(self.settings.data_dir, shared))
         self.templates = Templates(JsonTemplateStore(Path(shared or self.settings.data_dir) / "templates.json"),
                                    ImageCatalog(self.images), self.clock.now_ns)
+        if hasattr(self.runtime, "image_rootfs"):  # sandboxes of image templates run on the image
+            self.runtime.image_rootfs = lambda digest: str(self.images.get(digest).rootfs)
         if hasattr(self.runtime, "netns_for"):
             self.runtime.netns_for = self.networks.netns_path  # sessions join their sandbox's netns
 

@@ -33,6 +33,8 @@ class SandboxIsolation:
     limits: Limits
     cgroup: SandboxCgroup | None = None
     netns_path: str | None = None  # joined before privileges are dropped (per-sandbox network)
+    rootfs: str | None = None      # the overlay over its image (infra.rootfs), bound at / by each launch
+    workspace_dir: str = ""
     notes: list[str] = field(default_factory=list)
 
 
