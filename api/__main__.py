@@ -94,6 +94,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                        default=env("SESSIOND_SANDBOX_PIDS_MAX", "1024"),
                        help="processes per sandbox under the hardened runtime: a fork bomb stops there "
                             "(env SESSIOND_SANDBOX_PIDS_MAX; default %(default)s)")
+    serve.add_argument("--disk-quota", choices=("auto", "on", "off"), default=env("SESSIOND_DISK_QUOTA", "auto"),
+                       help="on: each sandbox writes to a disk of its own, its ephemeral_storage (default "
+                            "8Gi; needs root and loop devices); off: on the data dir's filesystem, unbounded; "
+                            "auto: on when it works here (env SESSIOND_DISK_QUOTA; default %(default)s)")
     cluster = serve.add_argument_group(
         "more than one machine", "journals in PostgreSQL, workspaces in a shared directory, any node serves "
         "any sandbox (README: More than one machine)")
@@ -150,6 +154,7 @@ def main(argv: list[str] | None = None) -> None:
         fail(str(error))
     settings = Settings(host=args.host, port=args.port, data_dir=data, token=token, runtime=args.runtime,
                         network=args.network, token_file=token_file, sandbox_pids_max=args.sandbox_pids_max,
+                        disk_quota=args.disk_quota,
                         **cluster_settings(args))
     serve(settings, access_log=args.access_log)
     os.close(lock_fd)

@@ -269,3 +269,4 @@ class SandboxManager:
         for service in self.running.values():
             await service.close()
         await self.networks.close()
+        await asyncio.to_thread(self.files.close)  # the sandboxes' own disks

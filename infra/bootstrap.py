@@ -72,6 +72,7 @@ class Container:
         self.images = ImageStore(store_root(self.settings.data_dir, shared))
         self.templates = Templates(JsonTemplateStore(Path(shared or self.settings.data_dir) / "templates.json"),
                                    ImageCatalog(self.images), self.clock.now_ns)
+        self.disks_enabled, self.disk_note = choose_disks(self.settings)
         if hasattr(self.runtime, "image_rootfs"):  # sandboxes of image templates run on the image
             self.runtime.image_rootfs = lambda digest: str(self.images.get(digest).rootfs)
         if hasattr(self.runtime, "netns_for"):
@@ -84,7 +85,7 @@ class Container:
                                        self._on_committed)
         base_env = {k: os.environ[k] for k in BASE_ENV_KEYS if k in os.environ}
         base_env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin")
-        dirs = self.dirs = SandboxDirectories(self.settings.data_dir)
+        dirs = self.dirs = SandboxDirectories(self.settings.data_dir, self.disks_enabled, self.disk_note)
         journals, checkpoints, ownership = await asyncio.to_thread(self._stores, dirs)
         self.manager = SandboxManager(
             files=dirs, journals=journals, pipeline=self.pipeline, hub=self.hub, checkpoints=checkpoints,
@@ -151,6 +152,24 @@ class Container:
             await asyncio.to_thread(self.writer.close)
         if self.datastore is not None:
             await asyncio.to_thread(self.datastore.close)
+
+
+def choose_disks(settings: Settings) -> tuple[bool, str]:
+    """A disk of its own per sandbox (``on``), none (``off``), or ``auto``: on when a trial disk
+    can be made and mounted here; otherwise sandboxes write to the data dir's filesystem, unbounded,
+    and the server says so at start and in every sandbox's status."""
+    from .sandbox_disk import probe
+    mode = settings.disk_quota
+    if mode == "off":
+        return False, "disk quotas are off (--disk-quota off)"
+    problem = probe(settings.data_dir / "runtime")
+    if problem is None:
+        return True, ""
+    if mode == "on":
+        raise RuntimeUnavailableError(f"disk quotas requested (--disk-quota on) but unavailable: {problem}")
+    note = f"disk quotas unavailable ({problem}): a sandbox's writes are bounded only by the data dir's filesystem"
+    log.warning("%s", note)
+    return False, note
 
 
 def choose_networks(settings: Settings):

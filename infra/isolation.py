@@ -66,7 +66,9 @@ def sandbox_uid(sandbox_id: str, workspace: str) -> int:
     current = _owner(ws)
     if current is not None and UID_BASE <= current < UID_BASE + UID_SPAN:
         return current
-    taken = {_owner(other / "workspace") for other in ws.parent.parent.iterdir() if other != ws.parent}
+    own = ws.parent.parent if ws.parent.name == "disk" else ws.parent  # on its own disk, or not
+    taken = {_owner(workspace) for other in own.parent.iterdir() if other != own
+             for workspace in (other / "workspace", other / "disk" / "workspace")}
     start = int.from_bytes(hashlib.sha256(sandbox_id.encode()).digest()[:8], "big") % UID_SPAN
     for step in range(UID_SPAN):
         uid = UID_BASE + (start + step) % UID_SPAN

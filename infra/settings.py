@@ -15,6 +15,7 @@ class Settings:
     network: str = "auto"  # netns | host | auto (netns when root with bwrap; see infra/netns.py)
     token_file: Path | None = None  # where the token came from, when it is the generated one
     sandbox_pids_max: int = 1024  # processes per sandbox under the hardened runtime (pids.max)
+    disk_quota: str = "auto"  # on | off | auto: a disk of its own per sandbox (infra/sandbox_disk.py)
     # More than one machine (README "More than one machine"): journals, sandbox records and
     # leases in PostgreSQL, workspaces checkpointed into a directory every node shares.
     database_url: str = ""  # "": the embedded default (SQLite per sandbox, one node)

@@ -193,7 +193,10 @@ async def sandbox_status(request: Request, sandbox_id: str):
               "runtime_id": sandbox["runtime_id"], "status": sandbox["status"],
               "claimed_at": sandbox["claimed_at"], "created_at": sandbox["created_at"]}
     status.update({k: sandbox[k] for k in ("expires_at", "hard_expires_at") if k in sandbox})
-    status["resource_usage"] = await manager(request).usage(sandbox_id)
+    status["resource_usage"] = usage = await manager(request).usage(sandbox_id)
+    dirs = request.app.ctx.container.dirs
+    if "disk_limit_bytes" not in usage and dirs is not None:  # no disk of its own: say why
+        usage["disk_quota"] = dirs.quota_note or "this sandbox was made before disk quotas"
     return ok(status)
 
 
