@@ -294,6 +294,7 @@ class ImageCatalog(Protocol):
     ``InvalidTemplateError`` for an unpinned reference, ``ImageNotFoundError`` for an unknown one."""
 
     def resolve(self, reference: str) -> ImageInfo: ...
+    def lookup(self, reference: str) -> ImageInfo | None: ...  # by digest, or a name/tag imported here
     def built(self, template_id: str) -> tuple[ImageInfo | None, dict | None]: ...  # a builtin's image, build state
 
 

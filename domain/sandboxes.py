@@ -146,8 +146,8 @@ class SandboxManager:
         await self.pipeline.flush(store)
 
     # ---- sandbox operations ---------------------------------------------------------------
-    async def claim(self, template: str, config: dict, disk_bytes: int | None = None) -> Sandbox:
-        plan = await asyncio.to_thread(self.templates.plan_claim, template, config, disk_bytes)
+    async def claim(self, template: str, config: dict, disk_bytes: int | None = None, image: str = "") -> Sandbox:
+        plan = await asyncio.to_thread(self.templates.plan_claim, template, config, disk_bytes, image)
         config = plan.config
         sandbox_id = sandbox_id_from(self.new_uuid_hex())
         if plan.note:

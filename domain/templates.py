@@ -131,9 +131,17 @@ class Templates:
             raise TemplateNotReadyError("template creation failed; delete and recreate the template")
 
     # ---- claims ---------------------------------------------------------------------------------
-    def plan_claim(self, template_id: str, config: dict, disk_bytes: int | None = None) -> ClaimPlan:
-        """The new sandbox's config: the template's defaults under what the claim asked for."""
+    def plan_claim(self, template_id: str, config: dict, disk_bytes: int | None = None,
+                   image: str = "") -> ClaimPlan:
+        """The new sandbox's config: the template's defaults under what the claim asked for.
+        ``image``: an image reference that replaces the template's (the AeroLVM facade's ``image``),
+        used when the store holds it, else recorded only, as before images existed."""
         template = self.get(template_id)
+        if image:
+            found = self.images.lookup(image)
+            if found is not None:
+                template = Template(template.template_id, template.scope, template.spec, template.created_ns,
+                                    template.updated_ns, None, found, builtin=False)
         note = ""
         if template.builtin and template.image is None and template_id != "default":
             note = f"template {template_id!r} has no image yet (sessiond template build {template_id}): " \
@@ -181,6 +189,9 @@ class NoImages:
     def resolve(self, reference: str) -> ImageInfo:
         from .model.errors import ImageNotFoundError
         raise ImageNotFoundError(f"image {reference!r} is not in the image store")
+
+    def lookup(self, reference: str) -> ImageInfo | None:
+        return None
 
     def built(self, template_id: str):
         return None, None

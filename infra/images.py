@@ -233,6 +233,21 @@ class ImageCatalog:
         except ImageNotFoundError as exc:
             raise NotThere(str(exc)) from None
 
+    def lookup(self, reference: str):
+        """An imported image by a pinned reference, or (a tag resolved once against what this store
+        holds) the newest image imported under that name; None when the store has none."""
+        reference = reference.strip()
+        try:
+            if "@" in reference:
+                return _info(self.store.resolve(reference))
+        except ImageError:
+            return None
+        names = {reference, reference.rsplit("/", 1)[-1]}
+        for image in self.store.list():  # newest first
+            if image.name in names or f"{image.name}:latest" in names:
+                return _info(image)
+        return None
+
     def built(self, template_id: str):
         """A builtin template's image, once ``sessiond template build`` published it, and the state
         of a build that runs or failed (``status.creation``)."""

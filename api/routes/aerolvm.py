@@ -66,7 +66,9 @@ async def create_sandbox(request: Request):
     name, config = shapes.create_sandbox_config(parse_json(request))
     if name and any(shapes.sandbox_facts(sb).get("name") == name for sb in (await manager(request).list_all())):
         raise ApiError(409, "conflict", f"sandbox name {name!r} already exists")
-    sandbox = await manager(request).claim("default", config)
+    # An image the store holds (pinned, or a name imported here) is the sandbox's root filesystem;
+    # any other is recorded and shown back, and the sandbox runs on the host's system as before.
+    sandbox = await manager(request).claim("default", config, image=config["aerolvm"]["image"])
     return reply(shapes.render_sandbox(sandbox), 201)
 
 

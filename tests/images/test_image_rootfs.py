@@ -89,3 +89,19 @@ def test_a_default_sandbox_next_to_them_still_runs_on_the_hosts_system(image_htt
         assert "bookworm" in run(image_http, sandbox_id, "cat /etc/os-release")
     finally:
         image_http.delete(f"/api/v1/sandboxes/{sandbox_id}")
+
+
+def test_the_aerolvm_facade_runs_an_imported_image_it_names_and_records_any_other(image_server, image_http):
+    made = image_http.post("/v1/sandboxes", json={"image": image_server.image_reference})
+    assert made.status_code == 201, made.text
+    on_image = made.json()["id"]
+    by_name = image_http.post("/v1/sandboxes", json={"image": "trixie"}).json()["id"]
+    other = image_http.post("/v1/sandboxes", json={"image": "ghcr.io/aerol-ai/ubuntu:22.04"}).json()["id"]
+    try:
+        assert "trixie" in run(image_http, on_image, "cat /etc/os-release")
+        assert "trixie" in run(image_http, by_name, "cat /etc/os-release")
+        assert "bookworm" in run(image_http, other, "cat /etc/os-release")  # recorded, host system
+        assert image_http.get(f"/v1/sandboxes/{other}").json()["image"] == "ghcr.io/aerol-ai/ubuntu:22.04"
+    finally:
+        for sandbox_id in (on_image, by_name, other):
+            image_http.delete(f"/v1/sandboxes/{sandbox_id}")
