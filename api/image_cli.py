@@ -52,7 +52,9 @@ def add_commands(commands) -> None:
     build = tverbs.add_parser("build", help="build the image of a builtin template (coding-agent)")
     build.add_argument("name", choices=("coding-agent",))
     build.add_argument("--cache-dir", type=Path, default=None,
-                       help="where downloads are kept between builds (default DATA_DIR/build-cache)")
+                       help="where downloads and the last build are kept (default DATA_DIR/build-cache)")
+    build.add_argument("--rebuild", action="store_true",
+                       help="build afresh even when the cache holds a build of the same recipe")
     _store_options(build)
 
 
@@ -71,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         if args.command == "template":
             from session_supervisor.infra.coding_agent import build_coding_agent
             started = time.monotonic()
-            image = build_coding_agent(store, cache_dir=args.cache_dir or data_dir / "build-cache", progress=_say)
+            image = build_coding_agent(store, cache_dir=args.cache_dir or data_dir / "build-cache", progress=_say,
+                                       rebuild=args.rebuild)
             _say(f"built in {time.monotonic() - started:.0f} s")
             print(image.reference)
         elif args.verb == "import":

@@ -130,6 +130,32 @@ class ImageStore:
         """An OCI layout directory (what ``sessiond template build`` makes)."""
         return self._import(f"oci:{layout}:{tag}", name, progress)
 
+    def adopt(self, layout: Path, rootfs: Path, name: str) -> Image:
+        """An image this host built itself (``sessiond template build``): its OCI layout and its
+        already unpacked rootfs, hard-linked into the store when on the same filesystem (copied
+        otherwise). Its layers are not re-checked: they were made here from packages, not received."""
+        digest = _manifest_digest(Path(layout))
+        existing = self._load(self.root / digest.split(":", 1)[1])
+        if existing is not None:
+            return existing
+        self.root.mkdir(parents=True, exist_ok=True)
+        staging = self.root / f".adopt-{os.getpid()}-{time.monotonic_ns()}"
+        staging.mkdir(mode=0o755)
+        try:
+            for source, target in ((layout, "oci"), (rootfs, "rootfs")):
+                linked = subprocess.run(["cp", "-al", str(source), str(staging / target)], capture_output=True)
+                if linked.returncode != 0:
+                    shutil.rmtree(staging / target, ignore_errors=True)
+                    _run(["cp", "-a", str(source), str(staging / target)], "cp")
+            size = sum(p.stat().st_size for p in (staging / "oci" / "blobs" / "sha256").iterdir())
+            meta = {"name": name, "digest": digest, "size": size, "config": image_config(staging / "oci", digest),
+                    "imported_at": time.time()}
+            (staging / "image.json").write_text(json.dumps(meta, indent=1))
+            os.rename(staging, self.root / digest.split(":", 1)[1])
+            return self.get(digest)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
     def remove(self, digest_or_reference: str) -> Image:
         digest = digest_or_reference
         if "@" in digest_or_reference:

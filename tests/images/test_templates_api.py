@@ -91,3 +91,18 @@ def test_a_second_create_of_the_same_id_is_a_conflict(image_http, image_server):
 def test_claiming_an_unknown_template_is_not_found(image_http):
     reply = image_http.post("/api/v1/sandboxes", json={"template": "no-such-template"})
     assert reply.status_code == 404 and reply.json()["error"]["code"] == "not_found"
+
+
+def test_coding_agent_before_its_build_runs_on_the_host_and_says_so(image_http, image_server):
+    template = image_http.get("/api/v1/templates/coding-agent").json()["data"]
+    assert template["spec"]["mainContainer"]["image"] == "" and "status" not in template
+    sandbox_id = image_http.post("/api/v1/sandboxes", json={"template": "coding-agent"}).json()["data"]["sandbox_id"]
+    try:
+        out = image_http.post(f"/api/v1/sandboxes/{sandbox_id}/contexts", json={
+            "type": "cmd", "cmd": {"command": ["sh", "-c", "grep CODENAME /etc/os-release; echo $HOME"]},
+            "wait_until_done": True}).json()["data"]["stdout"]
+        assert out == "VERSION_CODENAME=bookworm\n/workspace\n"
+        log = image_server.log_path.read_text()
+        assert f"sandbox {sandbox_id}: template 'coding-agent' has no image yet" in log
+    finally:
+        image_http.delete(f"/api/v1/sandboxes/{sandbox_id}")
