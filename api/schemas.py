@@ -84,7 +84,7 @@ def render_sandbox(sandbox) -> dict:
     out = {
         "id": sandbox.id, "template_id": sandbox.template, "team_id": "local",
         "status": sandbox.status, "paused": paused, "auto_resume": sandbox.auto_resume,
-        "runtime_id": "" if paused else f"{sandbox.id}-g{sandbox.runtime_generation}",
+        "runtime_id": "" if paused or sandbox.status == "failed" else f"{sandbox.id}-g{sandbox.runtime_generation}",
         "runtime_generation": sandbox.runtime_generation,
         "claimed_at": rfc3339(sandbox.claimed_ns), "created_at": rfc3339(sandbox.created_ns),
         "updated_at": rfc3339(sandbox.updated_ns),
@@ -93,6 +93,8 @@ def render_sandbox(sandbox) -> dict:
         out["expires_at"] = rfc3339(sandbox.expires_ns)
     if sandbox.hard_expires_ns:
         out["hard_expires_at"] = rfc3339(sandbox.hard_expires_ns)
+    if sandbox.status == "failed":
+        out["status_reason"] = sandbox.failure_reason
     if sandbox.config.get("resources"):
         out["resources"] = sandbox.config["resources"]
     out["config"] = {"network": effective_policy(sandbox.config, sandbox.template)}

@@ -23,8 +23,9 @@ def session_list_response(svc) -> HTTPResponse:
     old = _CACHES.get(svc, {})
     fresh = {}
     parts = []
-    for session in svc.list_sessions():
-        key = (session.version, svc.journal.cursor(session))
+    for live in svc.list_sessions():
+        session = svc.store.view(live)  # as committed
+        key = (session.version, svc.journal.cursor(live))
         hit = old.get(session.id)
         if hit is None or hit[0] != key:
             hit = (key, orjson.dumps(render_session(session, key[1])))

@@ -17,7 +17,7 @@ from .model.session import READINESS_TIMEOUT, START_FAILED, Session
 from .ports import AttemptHandle, AttemptHost, ExitStatus, StartFailedError, TerminalSize
 
 log = logging.getLogger(__name__)
-KILL_WAIT_S = 5.0
+KILL_WAIT_S = 5.0  # a stop routine's wait after its SIGKILL
 SETTLE_S = 5.0  # an attempt whose process is being started when a freeze comes
 
 
@@ -188,10 +188,11 @@ class AttemptRunner:
             timer.cancel()
         return live.exited.is_set()
 
-    async def kill_everything(self) -> None:
-        """Runtime release: every process of the sandbox ended and reaped, no timers left."""
-        self.host.expiry.stop()  # no expiry without a runtime; start() it again on the next one
-        await self.host.contexts.close_all()  # contexts have no journal: they end with the runtime
+    def end_all(self) -> list[LiveAttempt]:
+        """The runtime is being released: no timer left, every attempt abandoned (its exit is
+        not a fact to record) and SIGKILLed with its group. SIGCONT follows so a stopped
+        process acts on it; a frozen cgroup's tasks die once the runtime's release thaws them.
+        Returns the attempts, for one bounded wait on all of them together."""
         for session_id in list(self.timers):
             self.cancel_timer(session_id)
         lives = list(self.live.values())
@@ -200,13 +201,7 @@ class AttemptRunner:
             if live.handle is not None:
                 live.handle.send_signal(signals.SIGKILL)
                 live.handle.send_signal(signals.SIGCONT)
-        for live in lives:
-            try:
-                await asyncio.wait_for(live.exited.wait(), KILL_WAIT_S)
-            except asyncio.TimeoutError:
-                log.error("attempt %s did not end after SIGKILL", live.attempt_id)
-        # Whatever escaped the process groups (a daemonised grandchild) ends with the cgroups.
-        await asyncio.to_thread(self.host.isolation.release)
+        return lives
 
     # ---- the runtime's pause: freeze, thaw, abandon ---------------------------------------------
     async def settle(self) -> None:

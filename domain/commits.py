@@ -29,6 +29,7 @@ from .model.journal import OUTPUT_TOPIC
 from .model.retention import chunk_limit
 from .ports import CommitOutcome, CommitSink, Pausable
 from .flush_waiters import FlushWaiters, resolve
+from .model.errors import UnavailableError
 from .store_faults import StoreBatch, StoreFaults, unencodable
 
 if TYPE_CHECKING:
@@ -52,6 +53,12 @@ CONTENDED_HIGH = 256 * 1024     # ...while other sessions write too: a flood yie
 SESSION_LOW = SESSION_HIGH // 2
 CONTENDED_LOW = 128 * 1024
 RETRY_S = 0.25                  # a refused store is retried this often
+
+
+def released_error() -> UnavailableError:
+    """Events staged for a store that was sealed or closed meanwhile (a pause's point of no
+    return, a delete): they cannot be written, so whoever waits on them must hear so."""
+    return UnavailableError("sandbox lifecycle barrier is active: the change was not recorded")
 
 
 class _Pending:
@@ -179,12 +186,14 @@ class CommitPipeline:
         share = CONTENDED_SHARE if self._contended else TICK_SHARE
         if self._waiters.wants_all():  # flush() of every store: drain all
             share = None
+        dropped: set = set()  # released stores that had events to write: their waiters fail
         for owed in pending.values():
             session = owed.aggregate
             if getattr(owed.store, "released", False):  # store sealed by the pause hook: drop
                 self._uncommitted_output -= owed.output_bytes
                 self._session_output.pop(id(session), None)
-                session.collect_events()
+                if session.collect_events():
+                    dropped.add(owed.store)
                 continue
             taken = self._materialize_owed(session, owed, share)
             if owed.runs:  # the rest of a flood waits for the next tick
@@ -198,6 +207,8 @@ class CommitPipeline:
                     batch = batches[owed.store] = StoreBatch(owed.store)
                 batch.add(session, events, owed.snapshots, taken)
         held = self.faults.merge_backlogs(batches, now)  # refused stores wait for their retry
+        for store in dropped:  # never answer "committed" for what was not written
+            self._waiters.fail_store(store, released_error())
         waiters = self._waiters.take_all_but(held)  # one on a held store is answered by its retry
         held_errors = {store: self.faults.error(store) for store in held}  # for flush() of every store
         tick = []
@@ -205,6 +216,8 @@ class CommitPipeline:
             if getattr(batch.store, "released", False):  # a held store the pause hook sealed
                 self.faults.forget(batch.store)
                 self._settle_output(batch)
+                if batch.events:
+                    self._waiters.fail_store(batch.store, released_error())
             elif batch.events or batch.snapshots:
                 tick.append(batch)
             else:  # output counted, nothing to write
@@ -255,6 +268,7 @@ class CommitPipeline:
             if outcome.rolled_back:
                 errors[batch.store] = outcome.poison_error
                 self._roll_back(batch, outcome.rolled_back)
+            batch.store.show_committed(batch.views, outcome.rolled_back)
             published.extend((batch.store, session, events) for session, events in batch.committed
                              if events and session.id not in outcome.rolled_back)
             self._settle_output(batch)

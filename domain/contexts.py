@@ -4,7 +4,7 @@ A context is started exactly as a session attempt is (the service's ``launch_pro
 i.e. the same runtime and isolation, then the pipe or PTY runner), but nothing is
 recorded: its output goes to a bounded memory buffer and to live subscribers (the
 context WebSocket, an exec waiting for its prompt). Contexts end with the runtime
-(``close_all`` from the attempt runner's release), on delete, and by their lifetime rules:
+(``end_all`` and ``finish``, from the runtime's release), on delete, and by their lifetime rules:
 ``ttl_sec`` since creation, ``idle_timeout_sec`` since the last activity, and
 ``FINISHED_TTL_S`` after the process exited.
 """
@@ -121,14 +121,26 @@ class SandboxContexts:
         del self.contexts[context_id]
         await self._end(context)
 
-    async def close_all(self) -> None:
-        """The runtime is going away (pause, delete, shutdown): every context ends, none survives."""
+    def end_all(self) -> list[Context]:
+        """The runtime is going away (pause, delete, shutdown): no context may start or survive.
+        Every running one is SIGKILLed with its group now; the runtime's release kills what is
+        left through the cgroup and waits for all of them together (``finish``)."""
         self._closed = True
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
         contexts, self.contexts = list(self.contexts.values()), {}
-        await asyncio.gather(*(self._end(c) for c in contexts), return_exceptions=True)
+        for context in contexts:
+            if context.running:
+                context.handle.send_signal(signals.SIGKILL)
+                context.handle.send_signal(signals.SIGCONT)
+        return contexts
+
+    async def finish(self, contexts: list[Context], timeout_s: float) -> None:
+        """After ``end_all`` and the runtime's kill: their watchers done, within ``timeout_s``."""
+        watchers = [c.watcher for c in contexts if c.watcher is not None]
+        if watchers:
+            await asyncio.wait(watchers, timeout=timeout_s)
 
     async def _end(self, context: Context) -> None:
         """TERM to the group, a short grace, KILL; always wait for the process to be reaped."""

@@ -28,6 +28,18 @@ class FlushWaiters:
         self._waiting = [entry for entry in self._waiting if entry[1] in held]
         return taken
 
+    def fail_store(self, store, error: BaseException) -> None:
+        """Answer those waiting on ``store`` itself with ``error`` now (not those waiting on every
+        store: a shutdown's flush is about what could be written)."""
+        kept = []
+        for waiter, on in self._waiting:
+            if on is store:
+                if not waiter.done():
+                    waiter.set_exception(error)
+            else:
+                kept.append((waiter, on))
+        self._waiting = kept
+
     def fail(self, store, error: BaseException) -> None:
         """Answer everyone waiting on ``store`` (and on every store) with ``error`` now."""
         kept = []

@@ -78,7 +78,14 @@ class SessionJournal:
 
     # ---- audit views: the full attempt history, never trimmed while the session exists ---------
     def attempts(self, session_id: str) -> list[dict]:
-        return self.session(session_id).attempts
+        """Every attempt as committed: an attempt begun or ended after the last commit is
+        shown as the journal has it (the live aggregate runs ahead of the writer)."""
+        session = self.session(session_id)
+        view = self.store.view(session)
+        if view.attempt is None:
+            return []
+        number = view.attempt["number"]
+        return [*(dict(a) for a in session.attempts[:number - 1]), view.attempt]
 
     async def history_page(self, session_id: str, after: int, limit: int, *, as_json: bool = False):
         """Lifecycle events only (``session.*``, ``attempt.*``), from seq 1 whatever was trimmed."""

@@ -33,7 +33,8 @@ class RuntimeGate:
     """Per-sandbox lifecycle lock, pause barrier, and count of admitted calls still running."""
 
     def __init__(self) -> None:
-        self.lock = asyncio.Lock()
+        self.lock = asyncio.Lock()  # held by the one lifecycle transition running (RuntimeTransitions.exclusive)
+        self.busy: str | None = None  # what holds it: "pause", "resume", ... (named in a 503)
         self.barrier = False
         self.sealing = False      # past the point of no return: callers wait for the pause to end
         self.automatic = False    # the barrier belongs to a ttl pause, which access cancels

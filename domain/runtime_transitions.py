@@ -10,6 +10,7 @@ A server start treats a sandbox that was not cleanly paused as a crash: the same
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ from .model.errors import (
     InsufficientStorageError,
     SandboxNotFoundError,
     SandboxResumeFailedError,
+    StoreUnavailableError,
     UnavailableError,
 )
 
@@ -29,6 +31,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ADMIT_TRIES = 3
+# A lifecycle call (pause, resume, update, refresh, delete) waits at most this long for the one
+# before it on the same sandbox, then gets 503: a pause is bounded (well under a second with
+# any number of processes), so only a stuck store or a slow checkpoint copy makes one wait.
+LOCK_WAIT_S = 30.0
 # Room a pause needs for its snapshots and the WAL of a checkpoint, and a claim for a new
 # store and its first writes: less than this free, either is refused (507) before it starts.
 MIN_FREE_BYTES = 16 * 1024 * 1024
@@ -42,6 +48,42 @@ class RuntimeTransitions:
     def __init__(self, manager: SandboxManager) -> None:
         self.manager = manager
         self.gates: dict[str, RuntimeGate] = {}
+        self._transitions: set[asyncio.Task] = set()  # each runs to its end, whoever waits
+
+    async def exclusive(self, sandbox_id: str, what: str, body):
+        """Run ``body(gate)`` as the sandbox's one lifecycle transition at a time, to its end.
+
+        It runs as a task of its own that the caller awaits through a shield: a client that
+        gives up (its request cancelled) leaves the transition to finish instead of cutting it
+        off between its commit and its release, which had left a sealed store behind a running
+        record. A call that cannot start within LOCK_WAIT_S gets 503 naming what is running."""
+        if not self.manager.knows(sandbox_id):
+            raise SandboxNotFoundError()  # no gate object is made for an id that does not exist
+        task = asyncio.get_running_loop().create_task(self._locked(sandbox_id, what, body))
+        self._transitions.add(task)
+        task.add_done_callback(self._transitions.discard)
+        task.add_done_callback(_unawaited_failure)
+        return await asyncio.shield(task)
+
+    async def _locked(self, sandbox_id: str, what: str, body):
+        gate = self.gate(sandbox_id)
+        try:
+            async with asyncio.timeout(LOCK_WAIT_S):
+                await gate.lock.acquire()
+        except TimeoutError:
+            raise UnavailableError(f"sandbox is busy ({gate.busy or 'a lifecycle call'} in progress); "
+                                   "try again") from None
+        gate.busy = what
+        try:
+            return await body(gate)
+        finally:
+            gate.busy = None
+            gate.lock.release()
+
+    async def settle(self, timeout_s: float) -> None:
+        """Shutdown: let the transitions in progress finish, for at most ``timeout_s``."""
+        if self._transitions:
+            await asyncio.wait(list(self._transitions), timeout=timeout_s)
 
     def gate(self, sandbox_id: str) -> RuntimeGate:
         gate = self.gates.get(sandbox_id)
@@ -54,14 +96,15 @@ class RuntimeTransitions:
         """Let a session call in (contract §4.2): a paused sandbox is resumed when it has
         ``auto_resume``, else 503; while a pause runs, mutating calls get 503."""
         for _ in range(ADMIT_TRIES):
-            if sandbox_id not in self.manager.running and sandbox_id not in self.manager.parked:
+            if not self.manager.knows(sandbox_id):
                 raise SandboxNotFoundError()  # no gate object is kept for an id that does not exist
+            if sandbox_id in self.manager.failed:
+                self.manager.service_for(sandbox_id)  # 503 with the reason it failed
             gate = self.gate(sandbox_id)
             if sandbox_id in self.manager.running:
                 if gate.barrier and (gate.sealing or gate.automatic):
                     gate.cancel_requested = gate.automatic  # a ttl pause gives way to access
-                    async with gate.lock:  # a committed pause finishes; then we resume
-                        pass
+                    await self.exclusive(sandbox_id, "admission", _nothing)  # the pause ends first
                     continue
                 if gate.barrier and mutating:
                     raise UnavailableError("sandbox lifecycle barrier is active")
@@ -79,34 +122,37 @@ class RuntimeTransitions:
                     drain_s: float = BARRIER_DRAIN_S):
         """Checkpoint a running sandbox and release its runtime (idempotent when paused).
         ``by_user`` pauses stay paused across a server restart; shutdown ones come back."""
-        gate = self.gate(sandbox_id)
-        async with gate.lock:
-            if sandbox_id in self.manager.parked:
-                return self.manager.parked[sandbox_id]
-            service = self.manager.service_for(sandbox_id)
-            if self.manager.checkpoints is None:
-                raise UnavailableError("sandbox checkpoint pause is not available")
-            self._check_room_to_checkpoint(service.store)
-            gate.raise_barrier(automatic)
-            try:
-                paused = await pause_runtime(service, gate, self.manager.checkpoints, self.manager.hub, self.manager.clock,
-                                             by_user=by_user, drain_s=drain_s)
-                del self.manager.running[sandbox_id]
-                self.manager.parked[sandbox_id] = paused
-                await self.manager.network.detach(sandbox_id)  # the runtime's processes are gone
-                # Any node may resume it now; a shutdown's pause is meant to come back running.
-                await asyncio.to_thread(self.manager.ownership.release, sandbox_id, not by_user)
-                return paused
-            except PauseCancelled:
-                log.info("sandbox %s: ttl pause cancelled by a runtime call", sandbox_id)
-            except DomainError:
-                raise
-            except Exception as exc:
-                log.exception("sandbox %s: pause failed; the runtime keeps running", sandbox_id)
-                raise UnavailableError("sandbox pause failed") from exc
-            finally:
-                gate.lower_barrier()
-            return service.store.sandbox
+        return await self.exclusive(sandbox_id, "pause", lambda gate: self._pause(
+            sandbox_id, gate, by_user=by_user, automatic=automatic, drain_s=drain_s))
+
+    async def _pause(self, sandbox_id: str, gate: RuntimeGate, *, by_user: bool, automatic: bool,
+                     drain_s: float):
+        if sandbox_id in self.manager.parked:
+            return self.manager.parked[sandbox_id]
+        service = self.manager.service_for(sandbox_id)
+        if self.manager.checkpoints is None:
+            raise UnavailableError("sandbox checkpoint pause is not available")
+        self._check_room_to_checkpoint(service.store)
+        gate.raise_barrier(automatic)
+        try:
+            paused = await pause_runtime(service, gate, self.manager.checkpoints, self.manager.hub, self.manager.clock,
+                                         by_user=by_user, drain_s=drain_s)
+            del self.manager.running[sandbox_id]
+            self.manager.parked[sandbox_id] = paused
+            await self.manager.network.detach(sandbox_id)  # the runtime's processes are gone
+            # Any node may resume it now; a shutdown's pause is meant to come back running.
+            await asyncio.to_thread(self.manager.ownership.release, sandbox_id, not by_user)
+            return paused
+        except PauseCancelled:
+            log.info("sandbox %s: ttl pause cancelled by a runtime call", sandbox_id)
+        except DomainError:
+            raise
+        except Exception as exc:
+            log.exception("sandbox %s: pause failed; the runtime keeps running", sandbox_id)
+            raise UnavailableError("sandbox pause failed") from exc
+        finally:
+            gate.lower_barrier()
+        return service.store.sandbox
 
     def _check_room_to_checkpoint(self, store) -> None:
         """Refuse a pause up front (507) rather than freeze everything and fail half-way."""
@@ -119,29 +165,36 @@ class RuntimeTransitions:
 
     async def resume(self, sandbox_id: str):
         """Bring a paused sandbox back as a new runtime generation (a no-op when running)."""
-        gate = self.gate(sandbox_id)
-        async with gate.lock:
-            service = self.manager.running.get(sandbox_id)
-            if service is not None:
-                return service.store.sandbox
-            sandbox = self.manager.parked.get(sandbox_id)
-            if sandbox is None:
-                raise SandboxNotFoundError()
-            if sandbox.hard_expires_ns and self.manager.clock.now_ns() >= sandbox.hard_expires_ns:
-                await self.manager._remove(sandbox_id)
-                raise SandboxNotFoundError()
-            await self._take(sandbox_id)
+        return await self.exclusive(sandbox_id, "resume", lambda gate: self._resume(sandbox_id))
+
+    async def _resume(self, sandbox_id: str):
+        service = self.manager.running.get(sandbox_id)
+        if service is not None:
+            return service.store.sandbox
+        if sandbox_id in self.manager.failed:  # try its store again: the cause may have gone
             try:
-                await asyncio.to_thread(self.manager.checkpoints.fetch, sandbox_id, False)
-                store = await asyncio.to_thread(self._reopen_checked, sandbox_id)
-                await self._new_runtime(sandbox_id, store)
-            except DomainError:
-                raise
-            except Exception as exc:  # e.g. an unreadable store: the sandbox stays paused
-                log.exception("sandbox %s: resume failed", sandbox_id)
-                raise SandboxResumeFailedError("sandbox resume failed") from exc
-            del self.manager.parked[sandbox_id]
-            return store.sandbox
+                await self.manager._bring_up_or_fail(sandbox_id)
+            except Exception as exc:
+                raise SandboxResumeFailedError(f"sandbox resume failed: {exc}") from None
+            return self.manager.sandbox(sandbox_id)
+        sandbox = self.manager.parked.get(sandbox_id)
+        if sandbox is None:
+            raise SandboxNotFoundError()
+        if sandbox.hard_expires_ns and self.manager.clock.now_ns() >= sandbox.hard_expires_ns:
+            await self.manager._remove(sandbox_id)
+            raise SandboxNotFoundError()
+        await self._take(sandbox_id)
+        try:
+            await asyncio.to_thread(self.manager.checkpoints.fetch, sandbox_id, False)
+            store = await asyncio.to_thread(self._reopen_checked, sandbox_id)
+            await self._new_runtime(sandbox_id, store)
+        except DomainError:
+            raise
+        except Exception as exc:  # e.g. an unreadable store: the sandbox stays paused
+            log.exception("sandbox %s: resume failed", sandbox_id)
+            raise SandboxResumeFailedError("sandbox resume failed") from exc
+        del self.manager.parked[sandbox_id]
+        return store.sandbox
 
     def _reopen_checked(self, sandbox_id: str):
         """Read and verify the manifest against the reopened store (sync: run in a thread)."""
@@ -239,44 +292,61 @@ class RuntimeTransitions:
     async def update(self, sandbox_id: str, changes: dict):
         """Partial merge of the config (contract §1.4); a memory change replaces the runtime,
         a network change is applied live (``networks.py``)."""
-        async with self.gate(sandbox_id).lock:
-            before = self.manager.sandbox(sandbox_id).config.get("resources")
-            if "network" in changes:
-                old_network = self.manager.network_policy(sandbox_id)
-                await self.manager.network.apply(sandbox_id, changes["network"])
-            try:
-                await self._record_sandbox(sandbox_id, lambda sb, now: sb.reconfigure(changes, now))
-            except BaseException:
-                if "network" in changes:
-                    await self.manager.network.apply(sandbox_id, old_network)
-                raise
+        before = await self.exclusive(sandbox_id, "update", lambda gate: self._reconfigure(sandbox_id, changes))
         if sandbox_id in self.manager.running and "resources" in changes and changes["resources"] != before:
             await self.pause(sandbox_id, by_user=False)
             await self.resume(sandbox_id)
         return self.manager.sandbox(sandbox_id)
 
+    async def _reconfigure(self, sandbox_id: str, changes: dict):
+        """The config change itself; returns the resources before it."""
+        before = self.manager.sandbox(sandbox_id).config.get("resources")
+        if "network" in changes:
+            old_network = self.manager.network_policy(sandbox_id)
+            await self.manager.network.apply(sandbox_id, changes["network"])
+        try:
+            await self._record_sandbox(sandbox_id, lambda sb, now: sb.reconfigure(changes, now))
+        except BaseException:
+            if "network" in changes:
+                await self.manager.network.apply(sandbox_id, old_network)
+            raise
+        return before
+
     async def refresh(self, sandbox_id: str, duration_s: int):
-        async with self.gate(sandbox_id).lock:
-            return await self._record_sandbox(sandbox_id, lambda sb, now: sb.refresh(duration_s, now))
+        return await self.exclusive(sandbox_id, "refresh", lambda gate: self._record_sandbox(
+            sandbox_id, lambda sb, now: sb.refresh(duration_s, now)))
 
     async def _record_sandbox(self, sandbox_id: str, command):
         now = self.manager.clock.now_ns()
         service = self.manager.running.get(sandbox_id)
         if service is not None:
-            command(service.store.sandbox, now)
-            self.manager.pipeline.stage(service.store, service.store.sandbox)
-            await self.manager.pipeline.flush(service.store)
-            return service.store.sandbox
+            if service.store.released:  # handed over or sealed: it cannot record this change
+                raise UnavailableError("sandbox lifecycle barrier is active")
+            # On a draft, shown once committed (a GET meanwhile shows the record as stored).
+            draft = copy.deepcopy(service.store.sandbox)
+            command(draft, now)
+            self.manager.pipeline.stage(service.store, draft)
+            try:
+                await self.manager.pipeline.flush(service.store)
+            except (InsufficientStorageError, StoreUnavailableError):
+                service.store.sandbox = draft  # held in order: it lands once the store writes again
+                raise
+            service.store.sandbox = draft
+            return draft
         sandbox = self.manager.parked.get(sandbox_id)
         if sandbox is None:
             raise SandboxNotFoundError()
         # Paused: only the stored record changes. Open the sealed store, commit, seal it again
         # (with more than one node, under a lease taken for this write alone).
+        # The change is made on a draft that replaces the parked record only once committed:
+        # a refused commit (a full disk) must leave the record at the version the store holds,
+        # or the next change would be stored with a gap and the sandbox could not be loaded.
         await self._take(sandbox_id)
         try:
             store = await asyncio.to_thread(self.manager.open_store, sandbox_id)
-            command(sandbox, now)
-            self.manager.pipeline.stage(store, sandbox)
+            draft = copy.deepcopy(sandbox)
+            command(draft, now)
+            self.manager.pipeline.stage(store, draft)
             try:
                 await self.manager.pipeline.flush(store)
             finally:
@@ -284,4 +354,16 @@ class RuntimeTransitions:
                 await self.manager.pipeline.run_in_writer(lambda: store.journal.seal())
         finally:
             await asyncio.to_thread(self.manager.ownership.release, sandbox_id, False)
-        return sandbox
+        if self.manager.parked.get(sandbox_id) is sandbox:
+            self.manager.parked[sandbox_id] = draft
+        return draft
+
+
+async def _nothing(gate: RuntimeGate) -> None:
+    """An admission waiting for a committed pause to end takes the lock and gives it back."""
+
+
+def _unawaited_failure(task: asyncio.Task) -> None:
+    """A transition whose caller gave up still ends; its failure is logged, never lost."""
+    if not task.cancelled() and task.exception() is not None and not isinstance(task.exception(), DomainError):
+        log.error("sandbox transition failed after its caller left", exc_info=task.exception())

@@ -30,6 +30,7 @@ from .retention import Retention
 from .sandbox_store import SandboxStore
 
 log = logging.getLogger(__name__)
+RELEASE_WAIT_S = 3.0  # every process of a released runtime together, never per process
 
 
 class SandboxRuntime:
@@ -53,7 +54,7 @@ class SandboxRuntime:
         self.base_env = base_env
         self.fence = fence  # more than one node: raises unless this node's lease is fresh (placement)
         self.attempts = AttemptRunner(self)
-        self.contexts = SandboxContexts(self)  # ended with the runtime: attempts.kill_everything
+        self.contexts = SandboxContexts(self)  # ended with the runtime: release
         self.lifecycle = SessionLifecycle(self)  # create, update, desired state, attempts, delete
         self.expiry = ExpirySweep(self.lifecycle)  # started with the runtime (start)
         self.retention = Retention(store, pipeline, clock)  # started by the manager too
@@ -108,11 +109,30 @@ class SandboxRuntime:
         await self.pipeline.run_in_writer(seal_and_write)
 
     async def release(self) -> None:
-        """The one tear-down (pause, delete, shutdown, a lost runtime). End the runtime: no expiry or retention sweep, every process killed and reaped with
-        its exit not recorded, contexts closed, the isolation (cgroups) released."""
+        """The one tear-down (pause, delete, shutdown, a lost runtime): no sweep, no timer,
+        every attempt and context abandoned (exits not recorded) and killed, then the isolation
+        released. Processes are killed before anything waits on them, and through the cgroup
+        (freeze, SIGKILL everything, thaw), so a frozen sandbox or a process that left its
+        group ends at once; the one wait is for all of them together, bounded in total."""
         self.expiry.stop()
         self.retention.stop()
-        await self.attempts.kill_everything()
+        lives = self.attempts.end_all()
+        contexts = self.contexts.end_all()
+        await asyncio.to_thread(self.isolation.kill_all)
+        ended = [live.exited.wait() for live in lives] + [c.exited.wait() for c in contexts]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RELEASE_WAIT_S
+        if ended:
+            done, pending = await asyncio.wait([asyncio.ensure_future(e) for e in ended],
+                                               timeout=RELEASE_WAIT_S)
+            for waiter in pending:
+                waiter.cancel()
+            if pending:
+                log.warning("sandbox %s: %d process(es) not reaped %.0f s after SIGKILL; the "
+                            "cgroup release goes on", self.sandbox_id, len(pending), RELEASE_WAIT_S)
+        await self.contexts.finish(contexts, max(0.0, deadline - loop.time()))
+        # Whatever escaped the process groups (a daemonised grandchild) ends with the cgroups.
+        await asyncio.to_thread(self.isolation.release)
 
     async def close(self) -> None:
         """Close the store. Nothing more is staged for it; it is closed on the writer thread,

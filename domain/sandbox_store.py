@@ -11,7 +11,7 @@ from typing import Callable
 
 from .model.journal import LIFECYCLE_TOPICS, OUTPUT_TOPIC, PUBLIC_TYPE, JournalEntry, public_record
 from .model.sandbox import Sandbox
-from .model.session import Session
+from .model.session import Session, SessionView
 from .model.timefmt import rfc3339
 from .ports import JournalStore, PublicJson
 
@@ -27,6 +27,7 @@ class SandboxStore:
         self.sessions: dict[str, Session] = {}
         self.sandbox: Sandbox | None = None
         self.committed_seq: dict[str, int] = {}
+        self.views: dict[str, SessionView] = {}  # what the API shows: the committed state
         self.creation_keys: dict[str, str] = {}
         # called with a session after its events are committed (retention)
         self.on_commit: Callable[[Session], None] | None = None
@@ -51,6 +52,17 @@ class SandboxStore:
         live.__dict__.update(stored.__dict__)
         if isinstance(live, Session):
             self.committed_seq[live.id] = live.version
+            self.views[live.id] = live.view()
+
+    def show_committed(self, views: dict, rolled_back) -> None:
+        """A commit landed: its sessions are shown as they were after its events."""
+        for session_id, view in views.items():
+            if session_id in self.sessions and session_id not in rolled_back:
+                self.views[session_id] = view
+
+    def view(self, session: Session) -> SessionView:
+        """The session as the API shows it: as of its last committed event."""
+        return self.views.get(session.id) or session.view()
 
     def free_bytes(self) -> int | None:
         return self.journal.free_bytes()
@@ -61,12 +73,14 @@ class SandboxStore:
     def adopt(self, session: Session) -> None:
         self.sessions[session.id] = session
         self.committed_seq[session.id] = session.version
+        self.views[session.id] = session.view()
         if session.creation_key:
             self.creation_keys[session.creation_key] = session.id
 
     def forget(self, session: Session) -> None:
         self.sessions.pop(session.id, None)
         self.committed_seq.pop(session.id, None)
+        self.views.pop(session.id, None)
         if session.creation_key and self.creation_keys.get(session.creation_key) == session.id:
             del self.creation_keys[session.creation_key]
 

@@ -15,7 +15,7 @@ from .commits import CommitPipeline
 from .hub import Hub
 from .model.errors import InsufficientStorageError, SandboxNotFoundError, UnavailableError
 from .model.ids import sandbox_id_from
-from .model.sandbox import Sandbox
+from .model.sandbox import FailedSandbox, Sandbox
 from .deadlines import Deadlines
 from .networks import NoNetworks, SandboxNetworking
 from .placement import Placement, SoleOwner
@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 TEMPLATES: dict[str, dict[str, str]] = BUILTIN_ENV  # the env of sandboxes claimed before templates had images
 
 
+class UnclaimedStore(RuntimeError):
+    """A store with no sandbox record: a server died between creating it and the claim's commit."""
+
+
 class SandboxManager:
     def __init__(self, *, files: SandboxFiles, journals: JournalStores, pipeline: CommitPipeline, hub: Hub, pipe_runner: ProcessRunner,
                  pty_runner: ProcessRunner, isolator: Isolator, clock: Clock, new_uuid_hex: Callable[[], str], base_env: dict[str, str],
@@ -61,6 +65,7 @@ class SandboxManager:
         self.reap = reap  # kills what an old generation left behind (pid + start time)
         self.running: dict[str, SandboxRuntime] = {}  # running: an open store and a runtime
         self.parked: dict[str, Sandbox] = {}  # paused: only the record; the rootfs holds the rest
+        self.failed: dict[str, FailedSandbox] = {}  # its store could not be opened: listed, deletable
         self.checkpoints = checkpoints  # None: pause is unavailable (503)
         self.networks = networks or NoNetworks()  # domain.ports.SandboxNetworks
         self.network = SandboxNetworking(self.networks, lambda sandbox_id: sandbox_id in self.running)
@@ -113,19 +118,54 @@ class SandboxManager:
             ids = await asyncio.to_thread(self.ownership.held_before)
         else:
             ids = self.journals.list_ids()
+        await self._remove_unclaimed(set(ids))
         for sandbox_id in ids:
             try:
-                await self.bring_up(sandbox_id)
+                await self._bring_up_or_fail(sandbox_id)
             except Exception:
-                log.exception("sandbox %s could not be opened; left untouched", sandbox_id)
+                pass  # listed as failed, with its reason (logged)
         self.start_sweeping()
         self.placement.start()
+
+    async def _remove_unclaimed(self, known: set[str]) -> None:
+        """A server killed during a claim leaves a sandbox directory that no journal knows (or
+        one whose store never got its sandbox record, see ``_bring_up_or_fail``): that claim
+        was never acknowledged, so its directory goes."""
+        if self.placement.clustered:
+            known = known | set(await asyncio.to_thread(self.journals.list_ids))
+        strays = [sid for sid in await asyncio.to_thread(self.files.list_ids) if sid not in known]
+        for sandbox_id in strays:
+            await asyncio.to_thread(self._remove_files, sandbox_id)
+        if strays:
+            log.info("removed %d sandbox director%s of claims a killed server never completed",
+                     len(strays), "y" if len(strays) == 1 else "ies")
+
+    async def _bring_up_or_fail(self, sandbox_id: str) -> None:
+        """Bring a sandbox found at start up; one that cannot be opened is listed as failed."""
+        try:
+            await self.bring_up(sandbox_id)
+            self.failed.pop(sandbox_id, None)
+        except UnclaimedStore:
+            log.info("sandbox %s: its claim never completed; removing it", sandbox_id)
+            await asyncio.to_thread(self._remove_files, sandbox_id)
+        except Exception as exc:
+            log.exception("sandbox %s could not be opened; listed as failed", sandbox_id)
+            known = await asyncio.to_thread(self._stored_record, sandbox_id)
+            self.failed[sandbox_id] = FailedSandbox(sandbox_id, f"its store could not be opened: {exc}", known)
+            raise
+
+    def _stored_record(self, sandbox_id: str) -> Sandbox | None:
+        try:
+            return self.journals.record(sandbox_id)
+        except Exception:  # the record itself is what cannot be read
+            return None
 
     def _open(self, sandbox_id: str) -> SandboxStore:
         store = self.open_store(sandbox_id)
         store.load(sandbox_id)
         if store.sandbox is None:
-            raise RuntimeError(f"store of {sandbox_id} has no sandbox record")
+            store.close()
+            raise UnclaimedStore(f"store of {sandbox_id} has no sandbox record")
         return store
 
     async def replace_runtime(self, service: SandboxRuntime) -> None:
@@ -185,6 +225,9 @@ class SandboxManager:
             raise
         return store.sandbox
 
+    def knows(self, sandbox_id: str) -> bool:
+        return sandbox_id in self.running or sandbox_id in self.parked or sandbox_id in self.failed
+
     def network_policy(self, sandbox_id: str) -> dict:
         return SandboxNetworking.policy_of(self.sandbox(sandbox_id))
 
@@ -192,7 +235,7 @@ class SandboxManager:
         service = self.running.get(sandbox_id)
         if service is not None:
             return service.store.sandbox
-        parked = self.parked.get(sandbox_id)
+        parked = self.parked.get(sandbox_id) or self.failed.get(sandbox_id)
         if parked is None:
             raise SandboxNotFoundError()
         return parked
@@ -211,12 +254,15 @@ class SandboxManager:
         if service is None:
             if sandbox_id in self.parked:  # session calls are admitted (resumed) first: api/gate.py
                 raise UnavailableError("sandbox is not running")
+            if sandbox_id in self.failed:
+                raise UnavailableError(f"sandbox has failed: {self.failed[sandbox_id].failure_reason}")
             raise SandboxNotFoundError()
         return service
 
     def list(self) -> list[Sandbox]:
         sandboxes = [service.store.sandbox for service in self.running.values()]
         sandboxes.extend(self.parked.values())
+        sandboxes.extend(self.failed.values())
         return sorted(sandboxes, key=lambda sb: (-sb.created_ns, sb.id))
 
     async def list_all(self) -> list[Sandbox]:
@@ -234,13 +280,16 @@ class SandboxManager:
 
     async def delete(self, sandbox_id: str) -> None:
         self.sandbox(sandbox_id)  # 404 before a gate object exists for an unknown id
-        async with self.gate(sandbox_id).lock:  # after any pause or resume in progress
-            await self._remove(sandbox_id)
+        await self.transitions.exclusive(sandbox_id, "delete", lambda gate: self._delete(sandbox_id))
+
+    async def _delete(self, sandbox_id: str) -> None:
+        self.sandbox(sandbox_id)  # deleted by the call before this one: 404
+        await self._remove(sandbox_id)
         self.transitions.gates.pop(sandbox_id, None)
 
     async def _remove(self, sandbox_id: str) -> None:
         """Every process ended, then the sandbox's directory with its store (also hard_ttl)."""
-        if self.parked.pop(sandbox_id, None) is None:
+        if self.parked.pop(sandbox_id, None) is None and self.failed.pop(sandbox_id, None) is None:
             service = self.service_for(sandbox_id)
             del self.running[sandbox_id]
             for session in service.list_sessions():

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 class StoreBatch:
     """The events and snapshots one store owes, with who staged them, in commit order."""
 
-    __slots__ = ("store", "events", "snapshots", "committed", "output")
+    __slots__ = ("store", "events", "snapshots", "committed", "output", "views")
 
     def __init__(self, store: SandboxStore) -> None:
         self.store = store
@@ -28,12 +28,16 @@ class StoreBatch:
         self.snapshots: list = []
         self.committed: list[tuple[object, list]] = []  # (aggregate, its events)
         self.output: dict[int, int] = {}  # id(session) -> output bytes carried
+        self.views: dict[str, object] = {}  # session id -> its state right after these events
 
     def add(self, aggregate, events: list, snapshots: list, output_bytes: int) -> None:
         self.events.extend(events)
         self.snapshots.extend(snapshots)
         if events:
             self.committed.append((aggregate, events))
+            view = getattr(aggregate, "view", None)
+            if view is not None:  # taken now: the aggregate is exactly at its last event here
+                self.views[aggregate.id] = view()
         if output_bytes:
             self.output[id(aggregate)] = self.output.get(id(aggregate), 0) + output_bytes
 
@@ -41,6 +45,7 @@ class StoreBatch:
         self.events.extend(later.events)
         self.snapshots.extend(later.snapshots)
         self.committed.extend(later.committed)
+        self.views.update(later.views)
         for key, size in later.output.items():
             self.output[key] = self.output.get(key, 0) + size
 

@@ -64,7 +64,7 @@ class Container:
 
     def __post_init__(self) -> None:
         self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
-                                      pids_max=self.settings.sandbox_pids_max)
+                                      pids_max=self.settings.sandbox_pids_max, data_dir=str(self.settings.data_dir))
         if self.runtime.name == "bwrap":
             protect_from_oom()  # a sandbox's OOM must end its own processes, never the server
         self.networks = choose_networks(self.settings)
@@ -148,6 +148,9 @@ class Container:
     async def stop(self) -> None:
         if self.manager is not None:
             await self.manager.shutdown()
+        cgroups = getattr(self.runtime.hardening, "cgroups", None)
+        if cgroups is not None:
+            await asyncio.to_thread(cgroups.remove_group)
         if self.writer is not None:
             await asyncio.to_thread(self.writer.close)
         if self.datastore is not None:

@@ -1,7 +1,7 @@
 """Per-sandbox cgroups: memory, pids, cpu weight and freezer, under the server's own cgroup.
 
-Layout (cgroup v1, one hierarchy per controller): ``<mount>/<server's path>/sessiond/<sandbox>``
-in each of memory, pids, cpu and freezer, and in memory one child per attempt,
+Layout (cgroup v1, one hierarchy per controller): ``<mount>/<server's path>/sessiond-<tag>/<sandbox>``
+in each of memory, pids, cpu and freezer (``<tag>``: the server's data dir, ``infra.instance``), and in memory one child per attempt,
 ``.../<sandbox>/<attempt>``. The limit sits on the sandbox; the attempt's own cgroup is
 there to count OOM kills: v1 charges an OOM kill to the victim's memcg only (the counter
 does not propagate to parents), so ``oom_kill`` of the attempt's cgroup says whether
@@ -12,17 +12,26 @@ the server's cgroup (a v2 cgroup with processes cannot have controller-enabled c
 every process sits in an attempt leaf, and ``memory.events`` counts OOM kills per leaf.
 
 Nesting under the server's own path keeps a server inside a container or a job cgroup
-within its limits, and lets several servers on one machine stay out of each other's way.
+within its limits, and lets several servers on one machine stay out of each other's way; the
+tag in the group's name lets a server started over the data dir of a killed one find and end
+everything it left (``Cgroups.sweep``), and nothing of another server's.
 """
 from __future__ import annotations
 
 import errno
 import os
 import signal
+import time
 from dataclasses import dataclass
 
 CONTROLLERS = ("memory", "pids", "cpu", "freezer")
-_GROUP = "sessiond"
+LEGACY_GROUP = "sessiond"  # releases before the tag: one group shared by every server
+
+
+def group_name(data_dir: str) -> str:
+    """The cgroup that holds the sandboxes of the server over ``data_dir``."""
+    from .instance import instance_tag
+    return f"sessiond-{instance_tag(data_dir)}"
 
 
 @dataclass(frozen=True)
@@ -233,13 +242,46 @@ class Cgroups:
         self.bases = bases  # controller -> the directory that holds the sandboxes' cgroups
         self.v2 = v2
 
+    def sweep(self, legacy_names: set[str] = frozenset()) -> int:
+        """Before any sandbox runs: end and remove every sandbox cgroup under this server's
+        group, all of them left by an earlier server over the same data dir (one server per
+        data dir): its processes, frozen or not, its per-attempt children, its freezer state.
+        ``legacy_names`` (this data dir's sandbox ids) are looked for in the untagged group of
+        older releases too. Returns how many sandbox cgroups were removed."""
+        found: dict[tuple[bool, str], dict[str, str]] = {}  # (legacy?, sandbox) -> controller -> dir
+        for controller, base in self.bases.items():
+            legacy = os.path.join(os.path.dirname(base), LEGACY_GROUP)
+            for root, names in ((base, None), (legacy, legacy_names)):
+                if root == base and names is not None:
+                    continue
+                try:
+                    entries = [e.name for e in os.scandir(root) if e.is_dir()]
+                except OSError:
+                    continue
+                for name in entries:
+                    if names is None or name in names:
+                        found.setdefault((names is not None, name), {})[controller] = os.path.join(root, name)
+        for dirs in found.values():
+            cgroup = SandboxCgroup(dirs, self.v2)
+            for _ in range(50):
+                cgroup.kill_all()
+                if cgroup.remove():
+                    break
+                time.sleep(0.02)  # killed tasks leave their cgroup a moment after the signal
+        return len(found)
+
+    def remove_group(self) -> None:
+        """At shutdown, once every sandbox's cgroups are gone: the server's own group too."""
+        for base in set(self.bases.values()):
+            _rmdir(base)
+
     @classmethod
-    def detect(cls) -> "Cgroups":
+    def detect(cls, group: str = LEGACY_GROUP) -> "Cgroups":
         mounts, own = _mounts(), _own_paths()
         bases: dict[str, str] = {}
         for controller in CONTROLLERS:
             if controller in mounts and controller in own:
-                bases[controller] = os.path.join(_path_in(mounts[controller], own[controller]), _GROUP)
+                bases[controller] = os.path.join(_path_in(mounts[controller], own[controller]), group)
         if bases or "" not in mounts or "" not in own:
             return cls(bases, v2=False)
         ours = _path_in(mounts[""], own[""]).rstrip("/")
@@ -249,7 +291,7 @@ class Cgroups:
                 enabled = f.read().split()
         except OSError:
             enabled = []
-        base = os.path.join(parent, _GROUP)
+        base = os.path.join(parent, group)
         return cls({c: base for c in CONTROLLERS if c in enabled or c == "freezer" and enabled}, v2=True)
 
     def missing(self) -> list[str]:

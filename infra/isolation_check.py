@@ -9,15 +9,18 @@ no_new_privs and a seccomp filter (having joined its cgroups first).
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
-from .cgroups import Cgroups
+from .cgroups import Cgroups, group_name
 from .launch_chain import STAGE_DIR, STAGE_ROOT_DIR, STAGE_TMP_DIR, Hardening
 from .runtime import BwrapRuntime, RuntimeUnavailableError
+
+log = logging.getLogger(__name__)
 
 REQUIRED_CONTROLLERS = ("memory", "pids")
 # Joining the cgroups happens before bwrap; a failure there ends the trial with exit 125.
@@ -36,7 +39,7 @@ def userns_problem() -> str | None:
     return None
 
 
-def prepare_hardening(work_dir: str) -> Hardening:
+def prepare_hardening(work_dir: str, data_dir: str | None = None) -> Hardening:
     """Everything the hardened launch needs, or RuntimeUnavailableError saying what is missing."""
     problems = []
     problem = userns_problem()
@@ -60,7 +63,14 @@ def prepare_hardening(work_dir: str) -> Hardening:
         program = ""
     cgroups = None
     if os.geteuid() == 0:
-        cgroups = Cgroups.detect()
+        # Without a data dir (a runtime made on its own, as tests do) its work dir names it.
+        cgroups = Cgroups.detect(group_name(data_dir or work_dir))
+        ours = os.path.join(data_dir, "sandboxes") if data_dir else ""
+        legacy = set(os.listdir(ours)) if ours and os.path.isdir(ours) else set()
+        removed = cgroups.sweep(legacy)  # before the trial sandbox and any sandbox of ours runs
+        if removed:
+            log.info("removed %d sandbox cgroup(s) left by an earlier server over this data dir "
+                     "(their processes killed)", removed)
         missing = [c for c in REQUIRED_CONTROLLERS if c not in cgroups.bases]
         if missing:
             problems.append("cgroup controller(s) not mounted or not enabled: " + ", ".join(missing))

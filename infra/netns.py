@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
-import hashlib
 import ipaddress
 import logging
 import os
@@ -25,6 +24,7 @@ import subprocess
 from dataclasses import dataclass
 
 from . import nft_rules
+from .instance import instance_tag
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +57,6 @@ class SandboxNet:
     @property
     def address(self) -> str:
         return str(ipaddress.ip_address(_BASE + 4 * self.slot + 2))
-
-
-def instance_tag(data_dir: str) -> str:
-    return hashlib.sha256(os.path.realpath(data_dir).encode()).hexdigest()[:8]
 
 
 def netns_available() -> str | None:
@@ -118,12 +114,16 @@ class NetnsNetworks:
     def _remove_leftovers(self) -> None:
         """Host ends first: deleting one destroys its pair even if a process still holds the
         namespace, so a leftover process of a crashed server is left with loopback only."""
-        for iface in _host_ifaces():
-            if _read(f"/sys/class/net/{iface}/ifalias") == self.prefix.rstrip("-"):
-                _run(["ip", "link", "del", iface], check=False)
-        for name in _netns_names():
-            if name.startswith(self.prefix):
-                _run(["ip", "netns", "del", name], check=False)
+        ifaces = [iface for iface in _host_ifaces()
+                  if _read(f"/sys/class/net/{iface}/ifalias") == self.prefix.rstrip("-")]
+        for iface in ifaces:
+            _run(["ip", "link", "del", iface], check=False)
+        names = [name for name in _netns_names() if name.startswith(self.prefix)]
+        for name in names:
+            _run(["ip", "netns", "del", name], check=False)
+        if ifaces or names:
+            log.info("removed %d network namespace(s) and %d veth pair(s) left by an earlier server "
+                     "over this data dir", len(names), len(ifaces))
 
     # ---- one sandbox ----------------------------------------------------------------------
     def netns_path(self, sandbox_id: str) -> str | None:

@@ -252,6 +252,13 @@ class BoundRuntime:
         if cgroup is not None:
             cgroup.freeze(frozen)
 
+    def kill_all(self) -> None:
+        """SIGKILL every task in the sandbox's cgroups, in one pass: frozen, killed, thawed, so
+        the kills of a frozen sandbox (a pause) run at once instead of waiting for a thaw."""
+        cgroup = self.isolation.cgroup if self.isolation else None
+        if cgroup is not None:
+            cgroup.kill_all()
+
     def release(self) -> None:
         """The runtime is gone: kill anything left in its cgroups and remove them."""
         hard = self.runtime.hardening
@@ -290,7 +297,7 @@ def _system_binds() -> list[str]:
 
 
 def detect_runtime(name: str, work_dir: str | None = None,
-                   pids_max: int = DEFAULT_PIDS_MAX) -> HostRuntime | BwrapRuntime:
+                   pids_max: int = DEFAULT_PIDS_MAX, data_dir: str | None = None) -> HostRuntime | BwrapRuntime:
     """Build the runtime called ``name`` ("host" or "bwrap"), checking it works here.
 
     "bwrap" is the hardened runtime: ``infra.isolation_check`` says precisely what the host
@@ -313,7 +320,7 @@ def detect_runtime(name: str, work_dir: str | None = None,
         )
     if work_dir is None:
         work_dir = tempfile.mkdtemp(prefix="sessiond-runtime-")
-    hardening = isolation_check.prepare_hardening(work_dir)
+    hardening = isolation_check.prepare_hardening(work_dir, data_dir)
     hardening.pids_max = pids_max
     runtime = BwrapRuntime(os.path.abspath(bwrap), os.path.abspath(env), hardening=hardening)
     isolation_check.check_sandbox(runtime, work_dir)

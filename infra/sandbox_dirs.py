@@ -54,6 +54,10 @@ class SandboxDirectories:
         if (self.path(sandbox_id) / IMAGE_NAME).exists():
             mount_disk(self.path(sandbox_id))
 
+    def list_ids(self) -> list[str]:
+        """Every sandbox directory there is, whether or not its claim ever completed."""
+        return sorted(entry.name for entry in os.scandir(self.root) if entry.is_dir(follow_symlinks=False))
+
     def usage(self, sandbox_id: str) -> dict[str, int]:
         """Disk the workspace takes (allocated blocks, links not followed) and, with a disk of its
         own, what the whole disk holds against its limit."""

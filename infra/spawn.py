@@ -26,12 +26,47 @@ import concurrent.futures
 import os
 import signal
 import subprocess
+import threading
 from typing import Callable, Sequence
 
 from session_supervisor.domain.ports import StartFailedError
 
 _POLL_S = 0.05  # without pidfds (Linux < 5.3): how often to look for the exit
-_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spawn")
+
+
+def _unblock_all_signals() -> None:
+    """The spawn thread's mask is what every child starts with: empty, whatever the server's."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
+
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spawn",
+                                                 initializer=_unblock_all_signals)
+# Popen restores these two itself (restore_signals); SIGKILL and SIGSTOP cannot be changed.
+_LEFT_TO_POPEN = {signal.SIGPIPE, signal.SIGXFSZ, signal.SIGKILL, signal.SIGSTOP}
+_dispositions_reset = False
+
+
+def _ignore_quietly(signum, frame) -> None:
+    """Stands in for an inherited SIG_IGN: the server still ignores the signal, but a handler,
+    unlike SIG_IGN, is reset to the default by exec."""
+
+
+def reset_inherited_ignores() -> None:
+    """A server started under ``nohup`` (or any parent that ignores HUP, QUIT, INT) passes
+    SIG_IGN on to every child: a PTY shell would survive its hang-up. Each ignored signal gets a
+    handler that ignores it instead, so children start with default dispositions and no fork
+    (a ``preexec_fn``) is needed per start. Signals can be set from the main thread only: the
+    loop runs there in the server and in tests; elsewhere this waits for a later call."""
+    global _dispositions_reset
+    if _dispositions_reset or threading.current_thread() is not threading.main_thread():
+        return
+    for signum in signal.valid_signals() - _LEFT_TO_POPEN:
+        try:
+            if signal.getsignal(signum) == signal.SIG_IGN:
+                signal.signal(signum, _ignore_quietly)
+        except (OSError, ValueError, RuntimeError):
+            pass  # a real-time signal the interpreter does not manage
+    _dispositions_reset = True
 
 
 async def spawn(argv: Sequence[str], cwd: str | None, env: dict[str, str], stdio: tuple[int, int, int],
@@ -43,6 +78,7 @@ async def spawn(argv: Sequence[str], cwd: str | None, env: dict[str, str], stdio
     meanwhile, the child (if it started) is killed and reaped on the spawn thread, which
     does not need the loop to be still running then.
     """
+    reset_inherited_ignores()
     job = _SPAWNER.submit(_popen, list(argv), cwd, env, stdio, new_session, preexec_fn)
     try:
         return await asyncio.shield(asyncio.wrap_future(job))

@@ -197,15 +197,14 @@ def forget_sandbox_cgroups(data_dir) -> None:
     sandboxes = Path(data_dir) / "sandboxes"
     if os.geteuid() != 0 or not sandboxes.is_dir():
         return
-    from session_supervisor.infra.cgroups import Cgroups, SandboxCgroup
-    cgroups = Cgroups.detect()
-    for sandbox in sandboxes.iterdir():
-        dirs = {c: os.path.join(base, sandbox.name) for c, base in cgroups.bases.items()}
-        if any(os.path.isdir(path) for path in dirs.values()):
-            cgroup = SandboxCgroup({c: p for c, p in dirs.items() if os.path.isdir(p)}, cgroups.v2)
-            cgroup.kill_all()
-            cgroup.freeze(False)
-            cgroup.remove()
+    from session_supervisor.infra.cgroups import Cgroups, group_name
+    cgroups = Cgroups.detect(group_name(str(data_dir)))
+    cgroups.sweep({sandbox.name for sandbox in sandboxes.iterdir()})
+    for base in set(cgroups.bases.values()):
+        try:
+            os.rmdir(base)
+        except OSError:
+            pass
 
 
 def kill_servers_over(data_dir) -> None:

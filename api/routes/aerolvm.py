@@ -41,8 +41,9 @@ def reply(data, status: int = 200) -> HTTPResponse:
     return HTTPResponse(orjson.dumps(data), status=status, content_type="application/json")
 
 
-def rendered(request: Request, session) -> dict:
-    return shapes.render_session(session, attachments(request.app).count(session.id))
+def rendered(request: Request, svc, session) -> dict:
+    """As committed (``store.view``): never a state whose events the writer has not committed."""
+    return shapes.render_session(svc.store.view(session), attachments(request.app).count(session.id))
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -92,20 +93,21 @@ async def create_session(request: Request, sandbox_id: str):
     spec = shapes.create_session_spec(parse_json(request))
     svc = service(request, sandbox_id)
     session, _created = await commands.create_session(svc, spec, "")
-    return reply(rendered(request, session), 201)
+    return reply(rendered(request, svc, session), 201)
 
 
 @http_bp.get("/<sandbox_id>/sessions")
 async def list_sessions(request: Request, sandbox_id: str):
     """200 {"sessions": [...]} ordered by creation."""
     svc = service(request, sandbox_id)
-    return reply({"sessions": [rendered(request, s) for s in svc.list_sessions()]})
+    return reply({"sessions": [rendered(request, svc, s) for s in svc.list_sessions()]})
 
 
 @http_bp.get("/<sandbox_id>/sessions/<session_id>")
 async def get_session(request: Request, sandbox_id: str, session_id: str):
     """200 Session; 404 session not found."""
-    return reply(rendered(request, service(request, sandbox_id).session(session_id)))
+    svc = service(request, sandbox_id)
+    return reply(rendered(request, svc, svc.session(session_id)))
 
 
 @http_bp.delete("/<sandbox_id>/sessions/<session_id>")

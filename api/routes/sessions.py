@@ -17,7 +17,8 @@ def service(request: Request, sandbox_id: str):
 
 
 def rendered(svc, session) -> dict:
-    return render_session(session, svc.journal.cursor(session))
+    """As committed (``store.view``): never a state whose events the writer has not committed."""
+    return render_session(svc.store.view(session), svc.journal.cursor(session))
 
 
 @bp.get("", ctx_action="list_sessions", strict_slashes=False)

@@ -112,3 +112,22 @@ class Sandbox(BaseAggregate[str]):
 
 
 ev.register_topics(Claimed, Reconfigured, PausedSandbox, RuntimeStarted)
+
+
+class FailedSandbox:
+    """A sandbox found on disk whose store could not be opened: listed with ``status: failed``
+    and its reason, refused for everything but get, list, resume (which tries again) and delete,
+    so nothing of it stays on disk unreachable. Not an aggregate: nothing is recorded for it."""
+
+    status = "failed"
+    auto_resume = False
+    paused_by_user = False
+
+    def __init__(self, sandbox_id: str, reason: str, known: Sandbox | None = None) -> None:
+        self.id = sandbox_id
+        self.failure_reason = reason
+        self.template = getattr(known, "template", "")
+        self.config = getattr(known, "config", {})
+        self.runtime_generation = getattr(known, "runtime_generation", 0)
+        for name in ("claimed_ns", "created_ns", "updated_ns", "expires_ns", "hard_expires_ns"):
+            setattr(self, name, getattr(known, name, 0))

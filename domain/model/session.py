@@ -42,6 +42,36 @@ def process_exit_reason(exit_code: int | None, signal: int | None) -> str:
     return "stopped" if exit_code == 0 else "crashed"
 
 
+_VIEW_COPIED = ("id", "version", "spec", "spec_version", "phase", "generation", "restart_count",
+                "created_ns", "updated_ns", "last_activity_ns")
+
+
+class SessionView:
+    """What the API shows of a session: its state as of its last *committed* event. The live
+    aggregate runs ahead of the writer (an exit is recorded before its commit), and a client
+    that reads ``exited`` must find ``attempt.exited`` in the journal it reads next."""
+
+    __slots__ = ("id", "version", "spec", "spec_version", "phase", "generation", "attempt",
+                 "restart_count", "created_ns", "updated_ns", "last_activity_ns")
+
+    def __init__(self, session: "Session") -> None:
+        for name in _VIEW_COPIED:  # a copy of the state: no phase is changed here
+            setattr(self, name, getattr(session, name))  # the spec is replaced, never changed in place
+        self.attempt = dict(session.attempts[-1]) if session.attempts else None  # events change it in place
+
+    @property
+    def attempts(self) -> list[dict]:
+        return [self.attempt] if self.attempt is not None else []
+
+    @property
+    def is_pty(self) -> bool:
+        return self.spec["io"]["mode"] == "pty"
+
+    @property
+    def desired_state(self) -> str:
+        return self.spec["lifecycle"]["desired_state"]
+
+
 class Session(BaseAggregate[str]):
     TOPIC = "supervisor.Session"
 
@@ -56,6 +86,9 @@ class Session(BaseAggregate[str]):
                            timestamp=ev.timestamp_of(at_ns))
 
     # ---- queries -------------------------------------------------------------------------
+    def view(self) -> SessionView:
+        return SessionView(self)
+
     @property
     def attempt(self) -> dict | None:
         return self.attempts[-1] if self.attempts else None

@@ -103,3 +103,43 @@ def test_signal_short_names_and_go_descriptions():
     assert signal_description(18) == "continued"
     assert signal_description(28) == "window changed"
     assert signal_description(40) == "signal 40"
+
+
+@pytest.fixture
+def ignoring_like_nohup():
+    """This process ignores HUP, QUIT and INT, as one started under ``nohup`` in the background
+    does; the runners must still start children with every signal at its default."""
+    from session_supervisor.infra import spawn
+    saved = {s: signal.getsignal(s) for s in (signal.SIGHUP, signal.SIGQUIT, signal.SIGINT)}
+    for signum in saved:
+        signal.signal(signum, signal.SIG_IGN)
+    spawn._dispositions_reset = False
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def test_children_start_with_no_ignored_and_no_blocked_signal_whatever_the_server_inherited(
+        run, runner, ignoring_like_nohup):
+    runner_, launch, stream = runner
+
+    async def body():
+        out = Capture()
+        async with running(runner_, launch("grep -E '^Sig(Ign|Blk)' /proc/self/status"), out) as handle:
+            await asyncio.wait_for(handle.wait_exited(), 10)
+        return out.text(stream)
+
+    status = dict(line.split(":\t") for line in run(body).replace("\r", "").splitlines() if ":\t" in line)
+    assert int(status["SigIgn"], 16) == 0 and int(status["SigBlk"], 16) == 0, status
+
+
+def test_a_pty_shell_dies_of_its_hang_up_under_nohup(run, ignoring_like_nohup):
+    async def body():
+        out = Capture()
+        launch = Launch(["sh", "-c", "echo ready; sleep 60"], "/", base_env(), TerminalSize(24, 80))
+        async with running(PtyRunner(), launch, out) as handle:
+            await out.wait_for("pty", b"ready")
+            await handle.close_input()  # the terminal hangs up
+            return await asyncio.wait_for(handle.wait_exited(), 10)
+
+    assert run(body) == ExitStatus(exit_code=-1, signal=signal.SIGHUP)

@@ -55,7 +55,7 @@ def test_releasing_the_runtime_stops_the_sweep(tmp_path):
     async def body(world):
         sweep = world.service.expiry
         assert sweep.running
-        await world.service.attempts.kill_everything()
+        await world.service.release()
         await asyncio.sleep(0)
         assert not sweep.running
         sweep.start()  # the next runtime starts it again

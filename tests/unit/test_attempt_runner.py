@@ -32,6 +32,9 @@ class InstantSink:
 class Store:
     released = False
     journal = None  # the writer is a fake: nothing reaches a journal store
+
+    def show_committed(self, views: dict, rolled_back) -> None:
+        pass
     sessions: dict = {}
 
 
@@ -105,7 +108,14 @@ async def runner():
     try:
         yield host, attempts
     finally:
-        await attempts.kill_everything()
+        await release(host, attempts)
+
+
+async def release(host: "FakeHost", attempts: AttemptRunner) -> None:
+    """What a runtime's release does with its attempts: end them all, one wait, the isolation."""
+    lives = attempts.end_all()
+    await asyncio.wait_for(asyncio.gather(*(live.exited.wait() for live in lives)), 5)
+    host.isolation.release()
 
 
 async def settle(host: FakeHost) -> None:
@@ -192,7 +202,7 @@ def test_releasing_the_runtime_kills_every_attempt_and_releases_the_isolation_wi
         await attempts.start_attempt(session, "initial")
         await settle(host)
         before = host.journal()
-        await attempts.kill_everything()
+        await release(host, attempts)
         await settle(host)
         process, = host.pipe_runner.processes
         assert not process.alive and signal.SIGKILL in process.signals

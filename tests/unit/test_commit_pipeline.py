@@ -37,6 +37,9 @@ class Store:
     released = False
     journal = None  # the writer is a fake: nothing reaches a journal store
 
+    def show_committed(self, views: dict, rolled_back) -> None:
+        pass
+
 
 class Reader:
     """The Pausable port of a process's output."""
