@@ -51,8 +51,9 @@ def add_commands(commands) -> None:
     tverbs = template.add_subparsers(dest="verb", required=True, metavar="build")
     build = tverbs.add_parser("build", help="build the image of a builtin template (coding-agent)")
     build.add_argument("name", choices=("coding-agent",))
-    build.add_argument("--cache-dir", type=Path, default=None,
-                       help="where downloads and the last build are kept (default DATA_DIR/build-cache)")
+    build.add_argument("--cache-dir", type=Path, default=os.environ.get("SESSIOND_BUILD_CACHE") or None,
+                       help="where downloads and the last build are kept (env SESSIOND_BUILD_CACHE; "
+                            "default DATA_DIR/build-cache)")
     build.add_argument("--rebuild", action="store_true",
                        help="build afresh even when the cache holds a build of the same recipe")
     _store_options(build)
