@@ -42,10 +42,6 @@ class Template:
     image: ImageInfo | None = None
     builtin: bool = False
 
-    @property
-    def claimable(self) -> bool:
-        return self.creation is None or self.creation.get("state") == "ready"
-
 
 @dataclass
 class ClaimPlan:

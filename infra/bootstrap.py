@@ -33,7 +33,8 @@ from .confined_fs import ConfinedFS
 from .sandbox_dirs import SandboxDirectories
 from .settings import Settings
 from .writer import WriterThread
-from .images import ImageCatalog, ImageStore, store_root
+from .image_catalog import ImageCatalog
+from .images import ImageStore, store_root
 from .template_store import JsonTemplateStore
 from session_supervisor.domain.templates import Templates
 

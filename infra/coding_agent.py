@@ -30,7 +30,8 @@ from session_supervisor.domain.templates import CODING_AGENT_ENV
 
 from .checkpoint import write_atomic
 from .image_archive import ImageError
-from .images import Image, ImageStore, build_state_path
+from .image_catalog import build_state_path
+from .images import Image, ImageStore
 from .oci_build import layout_from_rootfs
 
 TEMPLATE = "coding-agent"
