@@ -16,6 +16,7 @@ filesystem pays only for what was written: the sizes of all sandboxes together m
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -39,7 +40,10 @@ def _run(argv: list[str], what: str) -> None:
     except FileNotFoundError:
         raise DiskError(f"{argv[0]} is not installed") from None
     if result.returncode != 0:
-        raise DiskError(f"{what} failed: {result.stderr.strip() or result.returncode}")
+        detail = (result.stderr.strip() or str(result.returncode)).splitlines()[-1]
+        # The data dir's filesystem is full: the claim's answer is 507, as for a store that cannot write.
+        code = errno.ENOSPC if "No space left on device" in result.stderr else errno.EIO
+        raise DiskError(code, f"{what} failed: {detail}")
 
 
 def mounted(path: Path) -> bool:
@@ -52,7 +56,11 @@ def create_disk(sandbox_dir: Path, size: int) -> Path:
     image = sandbox_dir / IMAGE_NAME
     with open(image, "wb") as f:
         f.truncate(size)
-    _run([*_MKFS, str(image)], "mkfs.ext4")
+    try:
+        _run([*_MKFS, str(image)], "mkfs.ext4")
+    except OSError:
+        image.unlink(missing_ok=True)
+        raise
     point = mount_disk(sandbox_dir)
     shutil.rmtree(point / "lost+found", ignore_errors=True)  # e2fsck makes it again when it needs one
     return point
