@@ -2,7 +2,7 @@
 
 The test image is Debian trixie (the host is bookworm), so ``/etc/os-release`` and the Python
 version inside a sandbox say whose root filesystem it runs on: trixie's python3 is 3.13, the
-host's 3.11. ``mmdebstrap --variant=essential`` plus ``python3-minimal``, without docs, man pages,
+host's 3.11. ``mmdebstrap --variant=essential`` plus ``python3`` (ctypes included: the escape probes use it), without docs, man pages,
 locales and ``/dev``: about 30 MiB compressed. It is built once into
 ``/var/cache/sessiond-tests/`` (``SESSIOND_TEST_CACHE`` moves it) and reused by every later run.
 """
@@ -21,7 +21,7 @@ import pytest
 
 CACHE = Path(os.environ.get("SESSIOND_TEST_CACHE", "/var/cache/sessiond-tests"))
 SUITE = "trixie"
-IMAGE_FILE = f"debian-{SUITE}-python.oci.tar"
+IMAGE_FILE = f"debian-{SUITE}-python3.oci.tar"
 
 
 def tools_missing() -> str | None:
@@ -70,7 +70,7 @@ def debian_image() -> Path:
         if out.exists():
             return out
         rootfs = CACHE / f".{SUITE}-rootfs.tar"
-        subprocess.run(["mmdebstrap", "--quiet", "--variant=essential", "--include=python3-minimal",
+        subprocess.run(["mmdebstrap", "--quiet", "--variant=essential", "--include=python3",
                         "--skip=output/dev", *[f"--dpkgopt=path-exclude=/usr/share/{d}/*" for d in ("man", "locale", "doc")],
                         "--format=tar", SUITE, str(rootfs)], check=True, capture_output=True, timeout=900)
         try:
