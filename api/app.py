@@ -4,13 +4,15 @@ from __future__ import annotations
 import orjson
 from sanic import Sanic
 
+from .access import install_access_policy
 from .auth import install_auth
 from .browser import install_origin_check
 from .errors import handle_error
 from .gate import install_runtime_gate
 from .metrics import install_metrics
 from .proxy import install_forwarding
-from .routes import aerolvm, audit, contexts, files, health, journal, sandboxes, sessions, templates, ui, ws
+from .routes import (aerolvm, api_keys, audit, contexts, files, health, journal, sandboxes, sessions, teams,
+                     templates, ui, ws)
 from .routes import openapi as openapi_route
 
 
@@ -27,8 +29,10 @@ def create_app(container, *, name: str = "sessiond") -> Sanic:
     install_origin_check(app)  # browsers: no foreign Origin on the API or its WebSockets
     install_auth(app, container.settings.token)
     install_forwarding(app)  # after auth, before the gate: a sandbox another node runs is served there
+    install_access_policy(app)  # after both: the owner node decides; before the gate: nothing refused wakes
     install_runtime_gate(app)  # after auth: only an authenticated call may wake a sandbox
-    for module in (health, sandboxes, sessions, journal, audit, ws, aerolvm, contexts, files, templates, ui):
+    for module in (health, sandboxes, sessions, journal, audit, ws, aerolvm, contexts, files, templates, ui,
+                   api_keys, teams):
         app.blueprint(module.bp)
     app.blueprint(openapi_route.bp)  # GET /api/v1/openapi.json
     install_metrics(app, container)  # GET /metrics, behind auth

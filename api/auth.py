@@ -10,6 +10,11 @@ in a browser on the same machine, so ``--no-auth`` refuses with 403:
   (a ``text/plain`` POST needs no CORS preflight) and a cross-site WebSocket upgrade.
 
 Requests without ``Origin`` (curl, the SDKs, ``sessionctl``) are not from a page and pass.
+
+Who the caller is becomes ``request.ctx.principal`` (a ``domain.model.access.Principal``): the
+server's token (and ``--no-auth``) is the platform key, which sees every team, or acts for one
+with ``X-Team-ID``; an ``s0_…`` bearer is an API key (``domain.api_keys``: 401 when unknown,
+deactivated or expired). What a principal may then do is ``api/access.py``'s.
 """
 from __future__ import annotations
 
@@ -18,11 +23,15 @@ from urllib.parse import urlsplit
 
 from sanic import Request
 
+from session_supervisor.domain.model.access import PLATFORM, Principal
+from session_supervisor.domain.model.errors import DomainError, UnauthorizedError
+
 from .browser import subprotocol_bearer
 from .data_dir import is_loopback_host
-from .errors import AEROLVM_PREFIX, aerolvm_error, envelope
+from .errors import AEROLVM_PREFIX, aerolvm_error, classify, envelope
 
-PROTECTED_PREFIXES = ("/api/", "/v1/", "/metrics")
+PROTECTED_PREFIXES = ("/api/", "/v1/", "/metrics", "/api-keys", "/teams")
+TEAM_HEADER = "x-team-id"  # the reference's: which team the platform key acts for
 
 
 def install_auth(app, token: str) -> None:
@@ -45,9 +54,7 @@ def _require_bearer(app, expected: bytes) -> None:
         scheme, _, value = header.partition(" ")
         if scheme.lower() != "bearer" or not value.strip():
             return _refused(request, 401, "unauthorized", "invalid authorization header format")
-        if not hmac.compare_digest(value.strip().encode(), expected):
-            return _refused(request, 401, "unauthorized", "invalid token")
-        return None
+        return await _identify(request, value.strip(), expected)
 
 
 def _require_loopback_and_same_origin(app) -> None:
@@ -61,7 +68,41 @@ def _require_loopback_and_same_origin(app) -> None:
         if origin is not None and not _same_origin(origin, host):
             return _refused(request, 403, "forbidden",
                             f"cross-origin request from {origin!r} refused (server started with --no-auth)")
-        return None
+        if not request.path.startswith(PROTECTED_PREFIXES):
+            return None
+        scheme, _, value = (request.headers.get("authorization") or "").partition(" ")
+        key = value.strip() if scheme.lower() == "bearer" and value.strip().startswith("s0_") else None
+        return await _identify(request, key, None)  # an API key still narrows what a call may do
+
+
+async def _identify(request: Request, secret: str | None, server_token: bytes | None):
+    """Set ``request.ctx.principal``, or answer 401/400. ``server_token`` None: --no-auth, where
+    a caller without an API key is the platform key."""
+    keys = getattr(request.app.ctx.container, "keys", None)
+    team = request.headers.get(TEAM_HEADER, "").strip()
+    try:
+        platform = secret is None or (server_token is not None and hmac.compare_digest(secret.encode(), server_token))
+        if platform and not team:
+            principal: Principal = PLATFORM
+        elif keys is None:  # the server is not started yet: no key or team can be known
+            raise UnauthorizedError("invalid token")
+        elif platform:
+            principal = await keys.select_team(PLATFORM, team)
+        else:
+            principal = await keys.authenticate(secret, team)
+    except DomainError as exc:
+        status, code, message, _details = classify(exc, "")
+        return _refused(request, status, code, message)
+    request.ctx.principal = principal
+    return None
+
+
+def principal_of(request: Request) -> Principal:
+    """The caller of a protected route (api/auth.py set it); a route reached without one refuses."""
+    principal = getattr(request.ctx, "principal", None)
+    if principal is None:
+        raise UnauthorizedError("not authenticated")
+    return principal
 
 
 def _hostname(host: str) -> str:

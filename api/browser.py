@@ -23,7 +23,7 @@ from .errors import AEROLVM_PREFIX, aerolvm_error, envelope
 
 CONSOLE_SUBPROTOCOL = "sessiond.v1"
 BEARER_SUBPROTOCOL_PREFIX = "sessiond.bearer."
-GUARDED_PREFIXES = ("/api/", "/v1/")
+GUARDED_PREFIXES = ("/api/", "/v1/", "/api-keys", "/teams")
 DEFAULT_PORTS = {"http": "80", "https": "443", "ws": "80", "wss": "443"}
 
 

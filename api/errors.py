@@ -47,6 +47,17 @@ STATUS[:0] = [
 ]
 
 
+# API keys and teams: the gateway's codes (checked before the session table's general classes).
+STATUS[:0] = [
+    (e.UnauthorizedError, 401, "unauthorized"),
+    (e.ForbiddenError, 403, "forbidden"),
+    (e.AccessRequestError, 400, "bad_request"),
+    (e.ApiKeyNotFoundError, 404, "not_found"),
+    (e.TeamNotFoundError, 404, "not_found"),
+    (e.TeamNotEmptyError, 409, "conflict"),
+]
+
+
 class ApiError(Exception):
     """An error decided in the API layer itself (auth, bad JSON, unknown route)."""
 
@@ -80,6 +91,8 @@ def classify(exc: BaseException, action: str) -> tuple[int, str, str, object]:
                 details = None
                 if isinstance(exc, e.CursorExpiredError):
                     details = {"earliest": exc.earliest, "latest": exc.latest}
+                elif isinstance(exc, e.TeamNotEmptyError):
+                    details = exc.details
                 return status, code, exc.message, details
         return 500, f"{action}_failed", exc.message, None
     if isinstance(exc, SanicException):

@@ -60,10 +60,12 @@ class JournalCounters:
 
 
 class LiveState:
-    """Gauges read from the running server at each scrape."""
+    """Gauges read from the running server at each scrape. ``visible_to`` (a team's key) keeps
+    only the series of that team's sandboxes: the server-wide ones count other tenants' too."""
 
-    def __init__(self, container) -> None:
+    def __init__(self, container, visible_to=None) -> None:
         self.container = container
+        self.visible_to = visible_to
 
     def describe(self):
         return []  # collected lazily: the registry must not scrape at registration
@@ -76,6 +78,8 @@ class LiveState:
         store = GaugeMetricFamily("sessiond_store_bytes", "Journal store size on disk", labels=["sandbox"])
         counts: dict[str, int] = {}
         for sandbox_id, service in (dict(manager.running) if manager else {}).items():
+            if self.visible_to is not None and not self.visible_to.sees(service.store.sandbox.team_id):
+                continue
             for session in service.list_sessions():
                 counts[session.phase] = counts.get(session.phase, 0) + 1
             depth = sum(live.ops.qsize() for live in service.attempts.live.values())
@@ -83,6 +87,8 @@ class LiveState:
             store.add_metric([sandbox_id], _dir_bytes(manager.files.state_dir(sandbox_id)))
         for phase, count in sorted(counts.items()):
             phases.add_metric([phase], count)
+        if self.visible_to is not None:
+            return [phases, queued, store]
         hub = self.container.hub
         subscribers = GaugeMetricFamily("sessiond_subscribers", "Live SSE and WebSocket subscribers",
                                         value=hub.subscriber_count())
@@ -126,4 +132,9 @@ def install_metrics(app, container) -> None:
 
     @app.get("/metrics", name="metrics")
     async def metrics(request: Request):
+        principal = getattr(request.ctx, "principal", None)
+        if principal is not None and not principal.all_teams:  # a team's key: its sandboxes only
+            team_view = CollectorRegistry(auto_describe=False)
+            team_view.register(LiveState(container, visible_to=principal))
+            return HTTPResponse(generate_latest(team_view), content_type=CONTENT_TYPE_LATEST)
         return HTTPResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from .openapi_access import SCHEMAS as ACCESS_SCHEMAS
+from .openapi_access import access_paths
 from .openapi_schemas import ALL, INT64, ref
 from .openapi_workspace import SCHEMAS as WORKSPACE_SCHEMAS
 from .openapi_workspace import workspace_paths
@@ -235,7 +237,7 @@ def _add_links(paths: dict) -> None:
 
 @lru_cache(maxsize=1)
 def document() -> dict:
-    paths = {**sandbox0_paths(), **template_paths(operation), **aerolvm_paths()}
+    paths = {**sandbox0_paths(), **template_paths(operation), **aerolvm_paths(), **access_paths(operation, _header)}
     _add_links(paths)
     for path, item in paths.items():
         if "{" in path:
@@ -248,8 +250,9 @@ def document() -> dict:
                                 "aerolvm-sdk clients work unmodified)."},
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
-        "tags": [{"name": n} for n in ("sandboxes", "sessions", "contexts", "files", "templates", "aerolvm", "health", "meta")],
+        "tags": [{"name": n} for n in ("sandboxes", "sessions", "contexts", "files", "templates", "aerolvm", "access",
+                                               "health", "meta")],
         "paths": paths,
-        "components": {"schemas": {**ALL, **WORKSPACE_SCHEMAS, **TEMPLATE_SCHEMAS},
+        "components": {"schemas": {**ALL, **WORKSPACE_SCHEMAS, **TEMPLATE_SCHEMAS, **ACCESS_SCHEMAS},
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }

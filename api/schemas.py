@@ -82,7 +82,7 @@ def render_session(session, cursor: tuple[int, int]) -> dict:
 def render_sandbox(sandbox) -> dict:
     paused = sandbox.status == "paused"
     out = {
-        "id": sandbox.id, "template_id": sandbox.template, "team_id": "local",
+        "id": sandbox.id, "template_id": sandbox.template, "team_id": sandbox.team_id or "local",
         "status": sandbox.status, "paused": paused, "auto_resume": sandbox.auto_resume,
         "runtime_id": "" if paused or sandbox.status == "failed" else f"{sandbox.id}-g{sandbox.runtime_generation}",
         "runtime_generation": sandbox.runtime_generation,

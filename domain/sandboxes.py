@@ -13,6 +13,7 @@ from typing import Callable
 
 from .commits import CommitPipeline
 from .hub import Hub
+from .model.access import Principal
 from .model.errors import InsufficientStorageError, SandboxNotFoundError, UnavailableError
 from .model.ids import sandbox_id_from
 from .model.sandbox import FailedSandbox, Sandbox
@@ -186,7 +187,9 @@ class SandboxManager:
         await self.pipeline.flush(store)
 
     # ---- sandbox operations ---------------------------------------------------------------
-    async def claim(self, template: str, config: dict, disk_bytes: int | None = None, image: str = "") -> Sandbox:
+    async def claim(self, template: str, config: dict, owner: Principal | None = None,
+                    disk_bytes: int | None = None, image: str = "") -> Sandbox:
+        """A new sandbox of ``owner``'s team (None or the platform key without a team: no team)."""
         plan = await asyncio.to_thread(self.templates.plan_claim, template, config, disk_bytes, image)
         config = plan.config
         sandbox_id = sandbox_id_from(self.new_uuid_hex())
@@ -206,7 +209,8 @@ class SandboxManager:
                 f"not enough free space for a new sandbox: {free} bytes free, {MIN_FREE_BYTES} needed")
         if not await asyncio.to_thread(self.ownership.acquire, sandbox_id):  # a new id: never taken
             raise UnavailableError("the new sandbox's lease could not be taken")
-        store.sandbox = Sandbox.claim(sandbox_id, template, config, self.clock.now_ns())
+        store.sandbox = Sandbox.claim(sandbox_id, template, config, self.clock.now_ns(),
+                                      owner.team_id if owner is not None else "")
         service = self._service(sandbox_id, store)
         try:
             await self.network.attach(service)
@@ -265,18 +269,21 @@ class SandboxManager:
         sandboxes.extend(self.failed.values())
         return sorted(sandboxes, key=lambda sb: (-sb.created_ns, sb.id))
 
-    async def list_all(self) -> list[Sandbox]:
-        """Every sandbox: those known here, and with more than one node every other one, as its
-        journal records it (a sandbox another node runs is as current as its last commit)."""
+    async def list_all(self, visible_to: Principal | None = None) -> list[Sandbox]:
+        """Every sandbox (``visible_to``: of that caller's team): those known here, and with more
+        than one node every other one, as its journal records it (a sandbox another node runs
+        is as current as its last commit)."""
         local = self.list()
-        if not self.placement.clustered:
-            return local
-        known = {sandbox.id for sandbox in local}
+        if self.placement.clustered:
+            known = {sandbox.id for sandbox in local}
 
-        def stored() -> list[Sandbox]:
-            others = (self.journals.record(sid) for sid in self.journals.list_ids() if sid not in known)
-            return [record for record in others if record is not None]
-        return sorted(local + await asyncio.to_thread(stored), key=lambda sb: (-sb.created_ns, sb.id))
+            def stored() -> list[Sandbox]:
+                others = (self.journals.record(sid) for sid in self.journals.list_ids() if sid not in known)
+                return [record for record in others if record is not None]
+            local = sorted(local + await asyncio.to_thread(stored), key=lambda sb: (-sb.created_ns, sb.id))
+        if visible_to is None:
+            return local
+        return [sandbox for sandbox in local if visible_to.sees(sandbox.team_id)]
 
     async def delete(self, sandbox_id: str) -> None:
         self.sandbox(sandbox_id)  # 404 before a gate object exists for an unknown id

@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from session_supervisor.domain.api_keys import ApiKeys
 from session_supervisor.domain.commits import CommitPipeline
 from session_supervisor.domain.hub import Hub
 from session_supervisor.domain.networks import NoNetworks
@@ -22,6 +24,7 @@ from session_supervisor.domain.sandbox_store import live_entry
 
 from .checkpoint import Checkpoints
 from .event_store import SqliteJournals
+from .key_store import SqliteKeyStore
 from .clock import SystemClock
 from .pipe_runner import PipeRunner
 from .pty_runner import PtyRunner
@@ -62,6 +65,7 @@ class Container:
     observers: list = field(default_factory=list)
     dirs: SandboxDirectories | None = None
     datastore: object | None = None  # the node's PostgreSQL pool, with more than one machine
+    keys: ApiKeys | None = None  # teams and API keys (api/auth.py asks it who a bearer is)
 
     def __post_init__(self) -> None:
         self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
@@ -88,6 +92,8 @@ class Container:
         base_env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin")
         dirs = self.dirs = SandboxDirectories(self.settings.data_dir, self.disks_enabled, self.disk_note)
         journals, checkpoints, ownership = await asyncio.to_thread(self._stores, dirs)
+        key_store = await asyncio.to_thread(self._key_store)
+        self.keys = ApiKeys(key_store, self.clock, lambda: secrets.token_hex(24), lambda: str(uuid.uuid4()))
         self.manager = SandboxManager(
             files=dirs, journals=journals, pipeline=self.pipeline, hub=self.hub, checkpoints=checkpoints,
             pipe_runner=self.pipe_runner or PipeRunner(), pty_runner=self.pty_runner or PtyRunner(),
@@ -118,6 +124,16 @@ class Container:
         ownership = LeaseOwnership(leases, self.node_id, self.settings.advertise_url, self.settings.lease_seconds)
         return (PostgresJournals(self.datastore, ownership), SharedCheckpoints(dirs, self.settings.checkpoint_dir),
                 ownership)
+
+    def _key_store(self):
+        """The data dir's SQLite file on one machine; PostgreSQL, shared by every node, for several."""
+        if self.datastore is None:
+            return SqliteKeyStore(self.settings.data_dir)
+        from .pg_key_store import PostgresKeyStore
+
+        store = PostgresKeyStore(self.datastore)
+        store.create_tables()
+        return store
 
     def sandbox_fs(self, sandbox_id: str) -> ConfinedFS:
         """The file API's view of one sandbox: its /workspace, and its /tmp when that is on disk
@@ -154,6 +170,8 @@ class Container:
             await asyncio.to_thread(cgroups.remove_group)
         if self.writer is not None:
             await asyncio.to_thread(self.writer.close)
+        if self.keys is not None:
+            await asyncio.to_thread(self.keys.store.close)
         if self.datastore is not None:
             await asyncio.to_thread(self.datastore.close)
 

@@ -19,6 +19,7 @@ import importlib
 # Loaded on first use (PEP 562): ``sessionctl`` imports only what its verb needs, which keeps
 # a simple call well under 150 ms (tests/bench/bench_cli.py); the asyncio client alone costs more.
 _HOME = {
+    "access": ("ApiKey", "Team"),
     "aio": ("AsyncClient", "AsyncEventStream"),
     "errors": ("APIError", "ClientError", "Conflict", "CursorExpired", "InvalidRequest", "NotFound",
                "RateLimited", "ReconnectTimeout", "ServerError", "TransportError", "Unauthorized",

@@ -12,6 +12,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidStatus
 
 from . import inputs
+from .access import AccessOps
 from .aerolvm import AeroOps, aero_session_path
 from .errors import CursorExpired, ServerError, TransportError, Unavailable
 from .events import (DEFAULT_RECONNECT_TIMEOUT_S, SSE_READ_TIMEOUT_S, STREAM_HEADERS, Backoff,
@@ -23,7 +24,7 @@ from .workspace import WorkspaceOps
 from .ws import CONNECT_FAILURES, AsyncAeroAttach, AsyncSessionSocket, refused, ws_url
 
 
-class AsyncClient(SandboxOps, SessionOps, WorkspaceOps):
+class AsyncClient(SandboxOps, SessionOps, WorkspaceOps, AccessOps):
     """``await client.get_session(sb, sid)``; ``async for event in client.iter_events(...)``."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,

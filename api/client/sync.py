@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from . import inputs
+from .access import AccessOps
 from .aerolvm import AeroOps, aero_session_path
 from .errors import CursorExpired, ServerError, TransportError, Unavailable
 from .events import (DEFAULT_RECONNECT_TIMEOUT_S, SSE_READ_TIMEOUT_S, STREAM_HEADERS, Backoff,
@@ -46,7 +47,7 @@ def wrap_transport(exc: httpx.TransportError) -> TransportError:
     return TransportError(f"{where}: {type(exc).__name__}: {exc}", ambiguous=ambiguous)
 
 
-class Client(SandboxOps, SessionOps, WorkspaceOps):
+class Client(SandboxOps, SessionOps, WorkspaceOps, AccessOps):
     """Every route of the Sandbox0 API (and ``.aero`` for the ``/v1`` facade); results are typed."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,

@@ -19,6 +19,7 @@ from session_supervisor.domain.model.errors import DomainError, PtyUnavailableEr
 from .. import aerolvm_schema as shapes
 from .. import commands
 from ..aerolvm_attach import REPLAY_BYTES, Attach
+from ..auth import principal_of
 from ..errors import ApiError
 from ..schemas import parse_json
 from .ws import GONE, attachments
@@ -57,7 +58,8 @@ async def list_sandboxes(request: Request):
     name = request.args.get("name", "").strip()
     tags = {key[4:]: values[0] for key, values in request.args.items() if key.startswith("tag.")}
     include_env = _flag(request, "include_env")
-    return reply([shapes.render_sandbox(sb, include_env) for sb in (await manager(request).list_all())
+    visible = await manager(request).list_all(visible_to=principal_of(request))
+    return reply([shapes.render_sandbox(sb, include_env) for sb in visible
                   if shapes.sandbox_matches(sb, name, tags)])
 
 
@@ -65,11 +67,13 @@ async def list_sandboxes(request: Request):
 async def create_sandbox(request: Request):
     """201 Sandbox; 400 image required; 409 name taken. Unknown keys (mounts, ...) are ignored."""
     name, config = shapes.create_sandbox_config(parse_json(request))
-    if name and any(shapes.sandbox_facts(sb).get("name") == name for sb in (await manager(request).list_all())):
+    owner = principal_of(request)  # names are unique within a team: another team's are not seen
+    taken = await manager(request).list_all(visible_to=owner) if name else []
+    if any(shapes.sandbox_facts(sb).get("name") == name for sb in taken):
         raise ApiError(409, "conflict", f"sandbox name {name!r} already exists")
     # An image the store holds (pinned, or a name imported here) is the sandbox's root filesystem;
     # any other is recorded and shown back, and the sandbox runs on the host's system as before.
-    sandbox = await manager(request).claim("default", config, image=config["aerolvm"]["image"])
+    sandbox = await manager(request).claim("default", config, owner=owner, image=config["aerolvm"]["image"])
     return reply(shapes.render_sandbox(sandbox), 201)
 
 

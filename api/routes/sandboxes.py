@@ -12,6 +12,7 @@ from session_supervisor.domain.model.errors import InvalidSpecError
 from session_supervisor.domain.model.network import NetworkPolicyError, normalize_policy
 from session_supervisor.domain.model.spec import MAX_SECONDS, check_env
 
+from ..auth import principal_of
 from ..errors import ApiError
 from ..schemas import ok, parse_json, render_claim, render_sandbox
 from ..template_wire import disk_quantity
@@ -141,7 +142,8 @@ async def claim(request: Request):
     """201 ClaimResponse; 400 bad_request (template required or invalid config)."""
     body = parse_json(request)
     template, config = parse_claim(body)
-    sandbox = await manager(request).claim(template, config, claim_disk_bytes(body))
+    sandbox = await manager(request).claim(template, config, owner=principal_of(request),
+                                           disk_bytes=claim_disk_bytes(body))
     return ok(render_claim(sandbox), 201)
 
 
@@ -149,7 +151,7 @@ async def claim(request: Request):
 async def list_sandboxes(request: Request):
     """200 {"sandboxes", "count", "has_more"}; 400 bad_request for bad paging."""
     limit, offset = _paging(request)
-    items = [render_sandbox(sb) for sb in (await manager(request).list_all())]
+    items = [render_sandbox(sb) for sb in (await manager(request).list_all(visible_to=principal_of(request)))]
     status = request.args.get("status")
     template = request.args.get("template_id")
     paused = request.args.get("paused")
@@ -189,7 +191,7 @@ async def get_sandbox(request: Request, sandbox_id: str):
 async def sandbox_status(request: Request, sandbox_id: str):
     """200 SandboxStatus (+ resource_usage: workspace_bytes, memory, pids); 404 not_found."""
     sandbox = render_sandbox(manager(request).sandbox(sandbox_id))
-    status = {"sandbox_id": sandbox["id"], "template_id": sandbox["template_id"], "team_id": "local",
+    status = {"sandbox_id": sandbox["id"], "template_id": sandbox["template_id"], "team_id": sandbox["team_id"],
               "runtime_id": sandbox["runtime_id"], "status": sandbox["status"],
               "claimed_at": sandbox["claimed_at"], "created_at": sandbox["created_at"]}
     status.update({k: sandbox[k] for k in ("expires_at", "hard_expires_at") if k in sandbox})

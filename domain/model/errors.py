@@ -11,6 +11,8 @@ DomainError
 │                     StoreUnavailableError (the store refused a write for another reason)
 ├── InsufficientStorageError (ENOSPC, read-only store, too little space to checkpoint: 507)
 ├── UnencodableEventError (a value the store cannot encode reached it: a bug, 500)
+├── UnauthorizedError, ForbiddenError; AccessRequestError (400), ApiKeyNotFoundError,
+│   TeamNotFoundError, TeamNotEmptyError (409): API keys and teams
 ├── OperationFailedError (the process refused the operation: 500 <action>_failed)
 └── PhaseTransitionError (a command would move a phase outside ALLOWED: a bug, 500)
 """
@@ -219,3 +221,37 @@ class InvalidTemplateError(InvalidRequestError):
 
 class TemplateForbiddenError(DomainError):
     """A field only the platform may set (403 forbidden)."""
+
+
+# ---- access: API keys, teams and what a principal may do (the gateway's codes) ------------------
+class UnauthorizedError(DomainError):
+    """No valid credential: an unknown, deactivated or expired key (401 unauthorized)."""
+
+
+class ForbiddenError(DomainError):
+    """A valid key whose roles do not allow the call (403 forbidden)."""
+
+    def __init__(self, message: str = "insufficient permissions") -> None:
+        super().__init__(message)
+
+
+class AccessRequestError(InvalidRequestError):
+    """A bad API key or team request (400 bad_request, as the gateway answers)."""
+
+
+class ApiKeyNotFoundError(NotFoundError):
+    def __init__(self) -> None:
+        super().__init__("API key not found")
+
+
+class TeamNotFoundError(NotFoundError):
+    def __init__(self) -> None:
+        super().__init__("team not found")
+
+
+class TeamNotEmptyError(ConflictError):
+    """A team that still owns sandboxes cannot be deleted; ``details`` names what blocks it."""
+
+    def __init__(self, team_id: str, sandboxes: int) -> None:
+        super().__init__("team has resources that must be removed before deletion")
+        self.details = {"team_id": team_id, "blocking_resources": [{"category": "sandboxes", "count": sandboxes}]}

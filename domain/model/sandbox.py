@@ -16,13 +16,20 @@ class SandboxEvent(ev.CanMutateAggregate[str], ev.StrDomainEvent):
 
 class Claimed(ev.CanInitAggregate[str], SandboxEvent):
     TOPIC = "supervisor.Sandbox.Claimed"
+    class_version = 2
     originator_topic: str
     template: str
     config: dict
+    team_id: str  # v2: the team of the key that claimed it ("": the server's own token, no team)
+
+    @staticmethod
+    def upcast_v1_v2(state: dict) -> None:
+        state["team_id"] = ""  # claimed before teams existed: the platform's own
 
     def apply(self, sb) -> None:
         at_ns = ev.ns_of(self.timestamp)
         sb.template = self.template
+        sb.team_id = self.team_id
         sb.config = self.config
         sb.runtime_generation = 1
         sb.status = "running"
@@ -75,13 +82,14 @@ def _deadline(at_ns: int, seconds: int) -> int:
 
 class Sandbox(BaseAggregate[str]):
     TOPIC = "supervisor.Sandbox"
+    team_id = ""  # what a snapshot written before teams restores to (its state has no team_id)
 
     def __init__(self) -> None:
         self.paused_by_user = False
 
     @classmethod
-    def claim(cls, sandbox_id: str, template: str, config: dict, at_ns: int) -> "Sandbox":
-        return cls._create(Claimed, id=sandbox_id, template=template, config=config,
+    def claim(cls, sandbox_id: str, template: str, config: dict, at_ns: int, team_id: str = "") -> "Sandbox":
+        return cls._create(Claimed, id=sandbox_id, template=template, config=config, team_id=team_id,
                            timestamp=ev.timestamp_of(at_ns))
 
     @property
@@ -129,5 +137,6 @@ class FailedSandbox:
         self.template = getattr(known, "template", "")
         self.config = getattr(known, "config", {})
         self.runtime_generation = getattr(known, "runtime_generation", 0)
+        self.team_id = getattr(known, "team_id", "")  # unreadable: only the platform key sees it
         for name in ("claimed_ns", "created_ns", "updated_ns", "expires_ns", "hard_expires_ns"):
             setattr(self, name, getattr(known, name, 0))

@@ -46,3 +46,15 @@ def test_the_typescript_sdk_quick_start_cmd_stream_and_files_work(tmp_path):
     assert "Hello, Sandbox0!" in lines  # what the README's quick start prints
     assert sorted(lines[-5:-3]) == ["[stderr] warn", "[stdout] hello"], run.stdout  # two pipes: either order
     assert lines[-3:] == ["exit=0 state=stopped", "smoke ok", "files ok"], run.stdout
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+def test_the_typescript_sdk_makes_a_team_key_that_claims_runs_and_is_deactivated(tmp_path):
+    assert shutil.which("node") and shutil.which("npm"), "node and npm are needed for the TypeScript SDK"
+    entry = installed_sdk()
+    with ServerProcess(tmp_path / "data", token=TOKEN, runtime="bwrap") as srv:
+        env = dict(os.environ, SANDBOX0_TOKEN=TOKEN, SANDBOX0_BASE_URL=srv.url, SANDBOX0_JS_ENTRY=str(entry))
+        run = subprocess.run(["node", str(SCRIPT.with_name("api_keys.mjs"))], env=env, capture_output=True,
+                             text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.splitlines()[-2:] == ["team key ok", "deactivated ok"], run.stdout
