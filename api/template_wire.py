@@ -162,7 +162,7 @@ def _pool(pool) -> dict:
 
 
 def render_template(template) -> dict:
-    out = {"template_id": template.template_id, "scope": template.scope, "team_id": "local",
+    out = {"template_id": template.template_id, "scope": template.scope, "team_id": template.team_id or "local",
            "spec": template.spec, "created_at": rfc3339(template.created_ns),
            "updated_at": rfc3339(template.updated_ns)}
     if template.creation:

@@ -190,7 +190,8 @@ class SandboxManager:
     async def claim(self, template: str, config: dict, owner: Principal | None = None,
                     disk_bytes: int | None = None, image: str = "") -> Sandbox:
         """A new sandbox of ``owner``'s team (None or the platform key without a team: no team)."""
-        plan = await asyncio.to_thread(self.templates.plan_claim, template, config, disk_bytes, image)
+        plan = await asyncio.to_thread(self.templates.plan_claim, template, config, disk_bytes, image,
+                                       owner.team_id if owner is not None else "")
         config = plan.config
         sandbox_id = sandbox_id_from(self.new_uuid_hex())
         if plan.note:

@@ -41,6 +41,7 @@ class Template:
     creation: dict | None = None   # status.creation while a build runs or after it failed
     image: ImageInfo | None = None
     builtin: bool = False
+    team_id: str = ""
 
 
 @dataclass
@@ -60,29 +61,33 @@ class Templates:
         self.started_ns = clock_ns()
 
     # ---- reading --------------------------------------------------------------------------------
-    def list(self) -> list[Template]:
-        team = self._team()
-        builtins = [self._builtin(name) for name in BUILTIN_ENV if name not in team]
-        return builtins + sorted(team.values(), key=lambda t: t.template_id)
+    # A team sees its own templates and the public ones; ``team`` "" is the platform key's own scope.
+    def list(self, team: str = "") -> list[Template]:
+        own = self._team(team)
+        builtins = [self._builtin(name) for name in BUILTIN_ENV if name not in own]
+        return builtins + sorted(own.values(), key=lambda t: t.template_id)
 
-    def get(self, template_id: str) -> Template:
-        team = self._team()
-        if template_id in team:  # a team template shadows a public one
-            return team[template_id]
+    def get(self, template_id: str, team: str = "") -> Template:
+        own = self._team(team)
+        if template_id in own:  # a team template shadows a public one
+            return own[template_id]
         if template_id in BUILTIN_ENV:
             return self._builtin(template_id)
         raise TemplateNotFoundError()
 
-    def _team(self) -> dict[str, Template]:
+    def _team(self, team: str) -> dict[str, Template]:
         out = {}
-        for template_id, record in self.store.load().items():
+        for key, record in self.store.load().items():
+            owner, _, template_id = key.rpartition("/")
+            if owner != team:
+                continue
             image = None
             try:
                 image = self.images.resolve(record["spec"]["mainContainer"]["image"])
             except Exception:  # removed from the image store since: shown, refused at claim
                 pass
             out[template_id] = Template(template_id, "team", record["spec"], record["created_ns"],
-                                        record["updated_ns"], record.get("creation"), image)
+                                        record["updated_ns"], record.get("creation"), image, team_id=team)
         return out
 
     def _builtin(self, name: str) -> Template:
@@ -96,26 +101,27 @@ class Templates:
         return Template(name, "public", spec, self.started_ns, self.started_ns, creation, image, builtin=True)
 
     # ---- writing --------------------------------------------------------------------------------
-    def create(self, template_id: str, spec: dict) -> Template:
+    def create(self, template_id: str, spec: dict, team: str = "") -> Template:
         self.images.resolve(spec["mainContainer"]["image"])  # 400 unpinned, 404 unknown
         now = self.clock_ns()
-        if not self.store.put(template_id, {"spec": spec, "created_ns": now, "updated_ns": now}, create=True):
+        record = {"spec": spec, "created_ns": now, "updated_ns": now}
+        if not self.store.put(f"{team}/{template_id}", record, create=True):
             raise TemplateExistsError()
-        return self.get(template_id)
+        return self.get(template_id, team)
 
-    def update(self, template_id: str, spec: dict) -> Template:
-        current = self._team().get(template_id)
+    def update(self, template_id: str, spec: dict, team: str = "") -> Template:
+        current = self._team(team).get(template_id)
         if current is None:  # only the caller's own scope: a public template is not updatable
             raise TemplateNotFoundError()
         self._ready(current)
         self.images.resolve(spec["mainContainer"]["image"])
         record = {"spec": spec, "created_ns": current.created_ns, "updated_ns": self.clock_ns()}
-        if not self.store.put(template_id, record, create=False):
+        if not self.store.put(f"{team}/{template_id}", record, create=False):
             raise TemplateNotFoundError()
-        return self.get(template_id)
+        return self.get(template_id, team)
 
-    def delete(self, template_id: str) -> None:
-        if not self.store.delete(template_id):
+    def delete(self, template_id: str, team: str = "") -> None:
+        if not self.store.delete(f"{team}/{template_id}"):
             raise TemplateNotFoundError()
 
     @staticmethod
@@ -128,11 +134,11 @@ class Templates:
 
     # ---- claims ---------------------------------------------------------------------------------
     def plan_claim(self, template_id: str, config: dict, disk_bytes: int | None = None,
-                   image: str = "") -> ClaimPlan:
+                   image: str = "", team: str = "") -> ClaimPlan:
         """The new sandbox's config: the template's defaults under what the claim asked for.
         ``image``: an image reference that replaces the template's (the AeroLVM facade's ``image``),
         used when the store holds it, else recorded only, as before images existed."""
-        template = self.get(template_id)
+        template = self.get(template_id, team)
         if image:
             found = self.images.lookup(image)
             if found is not None:

@@ -19,6 +19,12 @@ def templates(request: Request):
     return request.app.ctx.container.templates
 
 
+def team(request: Request) -> str:
+    """Whose templates: the caller's team (the platform key without a team has its own scope)."""
+    principal = getattr(request.ctx, "principal", None)
+    return principal.team_id if principal is not None else ""
+
+
 def _body(request: Request) -> dict:
     try:
         body = parse_json(request)
@@ -32,14 +38,14 @@ def _body(request: Request) -> dict:
 @bp.get("", ctx_action="list_templates", strict_slashes=False)
 async def list_templates(request: Request):
     """200 {templates, count}."""
-    items = [render_template(t) for t in templates(request).list()]
+    items = [render_template(t) for t in templates(request).list(team(request))]
     return ok({"templates": items, "count": len(items)})
 
 
 @bp.get("/<template_id>", ctx_action="get_template")
 async def get_template(request: Request, template_id: str):
     """200 Template; 400 invalid id; 404 not_found."""
-    return ok(render_template(templates(request).get(template_id_of(template_id))))
+    return ok(render_template(templates(request).get(template_id_of(template_id), team(request))))
 
 
 @bp.post("", ctx_action="create_template", strict_slashes=False)
@@ -49,7 +55,7 @@ async def create_template(request: Request):
     body = _body(request)
     template_id = template_id_of(body.get("template_id"))
     spec = parse_spec(body.get("spec"))
-    return ok(render_template(templates(request).create(template_id, spec)), 201)
+    return ok(render_template(templates(request).create(template_id, spec, team(request))), 201)
 
 
 @bp.post("/from-sandbox", ctx_action="create_template_from_sandbox")
@@ -64,11 +70,11 @@ async def update_template(request: Request, template_id: str):
     """200 Template (full replacement of its spec); 400; 404; 409 template_not_ready."""
     body = _body(request)
     spec = parse_spec(body.get("spec"))
-    return ok(render_template(templates(request).update(template_id_of(template_id), spec)))
+    return ok(render_template(templates(request).update(template_id_of(template_id), spec, team(request))))
 
 
 @bp.delete("/<template_id>", ctx_action="delete_template")
 async def delete_template(request: Request, template_id: str):
     """200 {message}; 404 not_found. Sandboxes claimed from it keep running as they are."""
-    templates(request).delete(template_id_of(template_id))
+    templates(request).delete(template_id_of(template_id), team(request))
     return ok({"message": "template deleted"})

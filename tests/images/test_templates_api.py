@@ -106,3 +106,35 @@ def test_coding_agent_before_its_build_runs_on_the_host_and_says_so(image_http, 
         assert f"sandbox {sandbox_id}: template 'coding-agent' has no image yet" in log
     finally:
         image_http.delete(f"/api/v1/sandboxes/{sandbox_id}")
+
+
+def test_a_teams_templates_are_its_own(image_server):
+    """Team alpha's template is listed, read and claimed by alpha only; beta sees the builtins."""
+    import httpx
+
+    from tests.helpers import ok
+
+    def http_for(token, team=None):
+        headers = {"Authorization": f"Bearer {token}", **({"X-Team-ID": team} if team else {})}
+        return httpx.Client(base_url=image_server.url, headers=headers, timeout=30.0)
+
+    keys = {}
+    with http_for(TOKEN) as admin:
+        for name in ("alpha", "beta"):
+            team = ok(admin.post("/teams", json={"name": f"tpl-{name}", "home_region_id": "local"}), 201)["id"]
+            with http_for(TOKEN, team) as as_team:
+                keys[name] = ok(as_team.post("/api-keys", json={"name": name, "roles": ["admin"]}), 201)["key"]
+    body = {"template_id": "team-only", "spec": {"mainContainer": {
+        "image": image_server.image_reference, "resources": {"memory": "1Gi"}}}}
+    with http_for(keys["alpha"]) as alpha, http_for(keys["beta"]) as beta:
+        ok(alpha.post("/api/v1/templates", json=body), 201)
+        try:
+            assert "team-only" in [t["template_id"] for t in ok(alpha.get("/api/v1/templates"), 200)["templates"]]
+            assert "team-only" not in [t["template_id"] for t in ok(beta.get("/api/v1/templates"), 200)["templates"]]
+            assert beta.get("/api/v1/templates/team-only").status_code == 404
+            assert beta.post("/api/v1/sandboxes", json={"template": "team-only"}).status_code == 404
+            assert beta.delete("/api/v1/templates/team-only").status_code == 404
+            sandbox = ok(alpha.post("/api/v1/sandboxes", json={"template": "team-only"}), 201)["sandbox_id"]
+            ok(alpha.delete(f"/api/v1/sandboxes/{sandbox}"), 202)
+        finally:
+            alpha.delete("/api/v1/templates/team-only")
