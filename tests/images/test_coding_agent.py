@@ -22,7 +22,7 @@ from tests.serverproc import ServerProcess
 
 from .fixtures import CACHE, tools_missing
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # the first test waits for a cold build
 CLIS = {"codex": ["codex", "--version"], "claude": ["claude", "--version"],
         "opencode": ["opencode", "--version"], "pi": ["pi", "--version"]}
 
