@@ -44,7 +44,8 @@ def startup_line(url: str, settings, runtime_name: str) -> str:
         auth = f"token in {settings.token_file}"
     else:
         auth = "token (--token / SESSIOND_TOKEN)"
-    return f"sessiond listening on {url} data={settings.data_dir} runtime={runtime} auth={auth}"
+    return (f"sessiond listening on {url} data={settings.data_dir} runtime={runtime} auth={auth} "
+            f"console={url}/ui/")
 
 
 def _without_secrets(argv: list[str]) -> list[str]:

@@ -79,20 +79,28 @@ def render_session(session, cursor: tuple[int, int]) -> dict:
     return out
 
 
+# A disabled deadline. The Go SDK refuses a Sandbox whose expires_at or hard_expires_at is
+# null or absent; the zero time is the one value all three SDKs parse (Python shows year 1).
+NO_DEADLINE = "0001-01-01T00:00:00Z"
+
+
+def deadline(ns: int) -> str:
+    return rfc3339(ns) if ns else NO_DEADLINE
+
+
 def render_sandbox(sandbox) -> dict:
     paused = sandbox.status == "paused"
+    runtime_id = "" if paused or sandbox.status == "failed" else f"{sandbox.id}-g{sandbox.runtime_generation}"
     out = {
         "id": sandbox.id, "template_id": sandbox.template, "team_id": sandbox.team_id or "local",
         "status": sandbox.status, "paused": paused, "auto_resume": sandbox.auto_resume,
-        "runtime_id": "" if paused or sandbox.status == "failed" else f"{sandbox.id}-g{sandbox.runtime_generation}",
+        # Python requires runtime_id, Go pod_name (the reference's name for the same thing).
+        "runtime_id": runtime_id, "pod_name": runtime_id,
         "runtime_generation": sandbox.runtime_generation,
         "claimed_at": rfc3339(sandbox.claimed_ns), "created_at": rfc3339(sandbox.created_ns),
         "updated_at": rfc3339(sandbox.updated_ns),
+        "expires_at": deadline(sandbox.expires_ns), "hard_expires_at": deadline(sandbox.hard_expires_ns),
     }
-    if sandbox.expires_ns:  # disabled deadlines are left out rather than null
-        out["expires_at"] = rfc3339(sandbox.expires_ns)
-    if sandbox.hard_expires_ns:
-        out["hard_expires_at"] = rfc3339(sandbox.hard_expires_ns)
     if sandbox.status == "failed":
         out["status_reason"] = sandbox.failure_reason
     if sandbox.config.get("resources"):
@@ -102,5 +110,6 @@ def render_sandbox(sandbox) -> dict:
 
 
 def render_claim(sandbox) -> dict:
-    return {"sandbox_id": sandbox.id, "status": sandbox.status,
-            "runtime_id": f"{sandbox.id}-g{sandbox.runtime_generation}", "template": sandbox.template}
+    runtime_id = f"{sandbox.id}-g{sandbox.runtime_generation}"
+    return {"sandbox_id": sandbox.id, "status": sandbox.status, "runtime_id": runtime_id,
+            "pod_name": runtime_id, "template": sandbox.template}

@@ -23,8 +23,7 @@ def session_list_response(svc) -> HTTPResponse:
     old = _CACHES.get(svc, {})
     fresh = {}
     parts = []
-    for live in svc.list_sessions():
-        session = svc.store.view(live)  # as committed
+    for live, session in svc.shown_sessions():  # as committed
         key = (session.version, svc.journal.cursor(live))
         hit = old.get(session.id)
         if hit is None or hit[0] != key:

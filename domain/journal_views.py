@@ -82,7 +82,7 @@ class SessionJournal:
         shown as the journal has it (the live aggregate runs ahead of the writer)."""
         session = self.session(session_id)
         view = self.store.view(session)
-        if view.attempt is None:
+        if view is None or view.attempt is None:
             return []
         number = view.attempt["number"]
         return [*(dict(a) for a in session.attempts[:number - 1]), view.attempt]

@@ -42,6 +42,11 @@ class Launch:
     # Real pids of processes to consider part of the attempt (e.g. bwrap children)
     # are found through the process group, so nothing else is needed here.
     extra: dict[str, str] = field(default_factory=dict)
+    # The sandbox reports whether its command and cwd exist there before it execs (the runner
+    # waits for that; infra.start_check), and what the runtime made for this launch is given
+    # back through ``on_start_failed`` when the start fails.
+    start_report: bool = False
+    on_start_failed: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from .session_lifecycle import SessionLifecycle
 from .model.errors import SessionNotFoundError
 from .model.env import build_env
 from .model.ids import attempt_id_from
-from .model.session import Session
+from .model.session import Session, SessionView
 from .ports import Checkpoints, Clock, ExitStatus, Launch, ProcessRunner, SandboxIsolation, TerminalSize
 from .attempt_runner import AttemptRunner
 from .retention import Retention
@@ -180,3 +180,14 @@ class SandboxRuntime:
 
     def list_sessions(self) -> list[Session]:
         return sorted(self.store.sessions.values(), key=lambda s: (s.created_ns, s.id))
+
+    def shown(self, session: Session) -> SessionView:
+        """What the API shows of ``session``: its state as of its last committed event."""
+        view = self.store.view(session)
+        if view is None:  # its creation is not committed yet
+            raise SessionNotFoundError()
+        return view
+
+    def shown_sessions(self) -> list[tuple[Session, SessionView]]:
+        """Every session whose creation is committed, with what the API shows of it."""
+        return [(s, view) for s in self.list_sessions() if (view := self.store.view(s)) is not None]

@@ -60,9 +60,10 @@ class SandboxStore:
             if session_id in self.sessions and session_id not in rolled_back:
                 self.views[session_id] = view
 
-    def view(self, session: Session) -> SessionView:
-        """The session as the API shows it: as of its last committed event."""
-        return self.views.get(session.id) or session.view()
+    def view(self, session: Session) -> SessionView | None:
+        """The session as the API shows it: as of its last committed event (None until its
+        creation is committed)."""
+        return self.views.get(session.id)
 
     def free_bytes(self) -> int | None:
         return self.journal.free_bytes()
@@ -70,10 +71,12 @@ class SandboxStore:
     def close(self) -> None:
         self.journal.close()
 
-    def adopt(self, session: Session) -> None:
+    def adopt(self, session: Session, committed: bool = True) -> None:
+        """A session loaded from the store (committed) or just created (shown once committed)."""
         self.sessions[session.id] = session
-        self.committed_seq[session.id] = session.version
-        self.views[session.id] = session.view()
+        self.committed_seq[session.id] = session.version if committed else 0
+        if committed:
+            self.views[session.id] = session.view()
         if session.creation_key:
             self.creation_keys[session.creation_key] = session.id
 

@@ -51,8 +51,7 @@ class SessionLifecycle:
                 session_id = session_id_from(self.runtime.new_uuid_hex())
                 session = Session.create(session_id, self.runtime.sandbox_id, spec, key, self.runtime.generation,
                                          self.runtime.clock.now_ns())
-                self.runtime.store.adopt(session)
-                self.runtime.store.committed_seq[session_id] = 0
+                self.runtime.store.adopt(session, committed=False)
                 self.runtime.pipeline.stage(self.runtime.store, session)
                 self.creating[session_id] = asyncio.Event()
         if existing_id is not None:

@@ -81,16 +81,22 @@ class Hardening:
 # by these root-run tools. bash runs with --norc -p: with socket stdio (the pipe runner's
 # socketpairs) Debian's bash would read ~/.bashrc, and BASH_ENV or exported functions must
 # not reach a root shell.
+#
+# The start report (infra.start_check): the runner's pipe, named by SESSIOND_START_REPORT_FD,
+# is moved to fd 9 first (before any fd is opened or closed here) and kept open for the
+# sandbox's last step, which closes it before it execs the tenant's command.
 _CHAIN = r"""
+[ -z "$SESSIOND_START_REPORT_FD" ] || { exec 9>&"$SESSIOND_START_REPORT_FD"; } || exit 125
 n=$1; shift
 while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done
 echo 500 2>/dev/null > /proc/self/oom_score_adj
 "$1" --bind "$3" "$4" || exit 125
 [ -z "$6" ] || "$1" --bind "$6" "$7" || exit 125
 [ -z "$8" ] || "$1" --bind "$8" "$9" || exit 125
-for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done
+for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && { [ "$n" != 9 ] || [ -z "$SESSIOND_START_REPORT_FD" ]; } && eval "exec $n>&-"; done
 exec 10<"$2" 12<"$5" || exit 125
 shift 9
+unset SESSIOND_START_REPORT_FD
 exec "$@"
 """
 

@@ -28,6 +28,7 @@ from session_supervisor.infra.process_io import (EOF_GRACE_S, InputStream, Outpu
                                                  OutputStream, proc_start_time, socketpairs,
                                                  status_from_returncode)
 from session_supervisor.infra.spawn import ExitWatch, reap, spawn
+from session_supervisor.infra.start_check import HeldOutput, StartReport, report_env, settle
 
 
 class PipeHandle:
@@ -133,24 +134,42 @@ class PipeRunner:
     """Starts processes with stdin/stdout/stderr socketpairs in a new session."""
 
     async def start(self, launch: Launch, on_output: OutputCallback) -> PipeHandle:
+        try:
+            return await self._start(launch, on_output)
+        except StartFailedError:
+            if launch.on_start_failed is not None:
+                launch.on_start_failed()
+            raise
+
+    async def _start(self, launch: Launch, on_output: OutputCallback) -> PipeHandle:
         if not launch.argv:
             raise StartFailedError("empty argv")
+        report = StartReport() if launch.start_report else None
+        held = HeldOutput(on_output)
         pairs = socketpairs(3)
         ours = [ours for ours, _ in pairs]
         try:
             # spawn() closes the child's ends, whatever happens.
-            proc = await spawn(launch.argv, launch.cwd, launch.env,
-                               (pairs[0][1].detach(), pairs[1][1].detach(), pairs[2][1].detach()))
+            proc = await spawn(launch.argv, launch.cwd, report_env(launch.env, report),
+                               (pairs[0][1].detach(), pairs[1][1].detach(), pairs[2][1].detach()),
+                               pass_fds=(report.child_fd,) if report else ())
         except BaseException:
             for sock in ours:
                 sock.close()
+            if report is not None:
+                report.close()
             raise
-        handle = PipeHandle(proc, on_output)
+        if report is not None:
+            report.child_started()
+        handle = PipeHandle(proc, held)
         try:
             await handle.connect(ours)
         except BaseException:  # cancelled while connecting: nothing may outlive us
             handle.discard()
             for sock in ours:  # the ones no transport took
                 sock.close()
+            if report is not None:
+                report.close()
             raise
+        await settle(report, held, handle)  # the sandbox's word on its command and cwd
         return handle

@@ -33,6 +33,7 @@ from session_supervisor.domain.ports import ExitStatus, Launch, OutputCallback, 
 from session_supervisor.infra.process_io import OutputGate, proc_start_time, status_from_returncode
 from session_supervisor.infra.pty_relay import PtyRelay
 from session_supervisor.infra.spawn import ExitWatch, reap, spawn
+from session_supervisor.infra.start_check import HeldOutput, StartReport, report_env, settle
 
 _SETSID = shutil.which("setsid") or shutil.which("setsid", path="/usr/bin:/bin")
 
@@ -162,6 +163,14 @@ class PtyRunner:
     """Starts processes on a new pseudo-terminal of ``launch.terminal`` size."""
 
     async def start(self, launch: Launch, on_output: OutputCallback) -> PtyHandle:
+        try:
+            return await self._start(launch, on_output)
+        except StartFailedError:
+            if launch.on_start_failed is not None:
+                launch.on_start_failed()
+            raise
+
+    async def _start(self, launch: Launch, on_output: OutputCallback) -> PtyHandle:
         if launch.terminal is None:
             raise ValueError("PtyRunner needs launch.terminal")
         if not launch.argv:
@@ -185,17 +194,27 @@ class PtyRunner:
             os.close(slave)
             os.close(master)
             raise
+        report = StartReport() if launch.start_report else None
+        held = HeldOutput(on_output)
         try:
-            proc = await spawn(argv, cwd, launch.env, (slave, slave, slave), **options)  # closes slave
+            proc = await spawn(argv, cwd, report_env(launch.env, report), (slave, slave, slave),  # closes slave
+                               pass_fds=(report.child_fd,) if report else (), **options)
         except BaseException:
             os.close(master)
+            if report is not None:
+                report.close()
             raise
-        handle = PtyHandle(proc, master, on_output)
+        if report is not None:
+            report.child_started()
+        handle = PtyHandle(proc, master, held)
         try:
             await handle.start_relay()
         except BaseException as exc:
             handle.discard()
+            if report is not None:
+                report.close()
             if isinstance(exc, OSError):
                 raise StartFailedError(f"terminal relay: {exc}") from exc
             raise
+        await settle(report, held, handle)  # the sandbox's word on its command and cwd
         return handle

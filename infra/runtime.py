@@ -45,6 +45,7 @@ from session_supervisor.domain.ports import ExitStatus, Launch, TerminalSize
 
 from .isolation import DEFAULT_PIDS_MAX, SandboxIsolation, limits_for, sandbox_uid
 from .sandbox_tmp import sandbox_tmp_dir
+from . import start_check
 from .launch_chain import CHAIN_PATH, Hardening, chain_argv
 from .rootfs import mount_rootfs, unmount_rootfs
 
@@ -158,10 +159,12 @@ class BwrapRuntime:
             # Looked up per launch: a sandbox's network is attached after its runtime is
             # isolated (domain/networks.py), and it is replaced with each runtime generation.
             isolation.netns_path = self.netns_for(isolation.sandbox_id)
+        command = [self._env, f"--default-signal={_SHIELDED_SIGNALS}"]
         if hard is None or isolation is None:
             bind = ["--bind", workspace_dir, WORKSPACE, *tmp_binds(workspace_dir)]
             prefix: list[str] = []
             outer_env = dict(env)
+            chdir, command = sandbox_path(cwd), [*command, *argv]
         else:
             tmp = sandbox_tmp_dir(workspace_dir)  # staged like the workspace: see launch_chain
             bind = ["--bind", hard.stage_dir, WORKSPACE, "--args", "12",
@@ -169,6 +172,8 @@ class BwrapRuntime:
             env_file = hard.write_env(isolation.sandbox_id, attempt_id, env)
             prefix = chain_argv(hard, isolation, workspace_dir, attempt_id, env_file)
             outer_env = {"PATH": CHAIN_PATH}
+            # The cwd and argv[0] are checked inside, where they have to exist: start_check.
+            chdir, command = "/", [*command, *start_check.exec_argv(sandbox_path(cwd), argv)]
         wrapped = [
             *prefix,
             self._env, f"--ignore-signal={_SHIELDED_SIGNALS}",
@@ -181,13 +186,15 @@ class BwrapRuntime:
             "--proc", "/proc",
             "--unshare-pid",
             "--die-with-parent",
-            "--chdir", sandbox_path(cwd),
+            "--chdir", chdir,
             "--",
-            self._env, f"--default-signal={_SHIELDED_SIGNALS}",
-            *argv,
+            *command,
         ]
         # bwrap passes its own environment through to the command.
-        return Launch(argv=wrapped, cwd=workspace_dir, env=outer_env, terminal=terminal)
+        if not prefix:
+            return Launch(argv=wrapped, cwd=workspace_dir, env=outer_env, terminal=terminal)
+        return Launch(argv=wrapped, cwd=workspace_dir, env=outer_env, terminal=terminal, start_report=True,
+                      on_start_failed=lambda: self._forget_attempt(isolation, attempt_id))
 
     @staticmethod
     def _rootfs_args(hard: Hardening) -> list[str]:
@@ -211,14 +218,20 @@ class BwrapRuntime:
         if status.signal is None and code is not None:
             if _SIGNAL_EXIT_BASE < code <= _SIGNAL_EXIT_BASE + _MAX_SIGNAL:
                 status = ExitStatus(exit_code=-1, signal=code - _SIGNAL_EXIT_BASE)
+        killed = 0
+        if isolation is not None and isolation.cgroup is not None and attempt_id:
+            killed = isolation.cgroup.oom_kills(attempt_id)
+        self._forget_attempt(isolation, attempt_id)
+        if killed and status.signal == signal.SIGKILL:
+            status = ExitStatus(exit_code=status.exit_code, signal=status.signal, reason=OOM_KILLED)
+        return status
+
+    def _forget_attempt(self, isolation: SandboxIsolation | None, attempt_id: str) -> None:
+        """The attempt's environment file and its cgroup: what ``launch`` made for it."""
         if isolation is not None and self.hardening is not None:
             self.hardening.forget_env(isolation.sandbox_id, attempt_id)
         if isolation is not None and isolation.cgroup is not None and attempt_id:
-            killed = isolation.cgroup.oom_kills(attempt_id)
             isolation.cgroup.forget_attempt(attempt_id)  # busy while the last tasks die: release() ends it
-            if killed and status.signal == signal.SIGKILL:
-                status = ExitStatus(exit_code=status.exit_code, signal=status.signal, reason=OOM_KILLED)
-        return status
 
 
 class BoundRuntime:

@@ -70,16 +70,18 @@ def reset_inherited_ignores() -> None:
 
 
 async def spawn(argv: Sequence[str], cwd: str | None, env: dict[str, str], stdio: tuple[int, int, int],
-                *, new_session: bool = True, preexec_fn: Callable[[], None] | None = None) -> subprocess.Popen:
+                *, new_session: bool = True, preexec_fn: Callable[[], None] | None = None,
+                pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
     """Start ``argv`` with ``stdio`` as its fds 0-2, on the spawn thread.
 
     ``stdio`` becomes this call's: those descriptors are closed once the child has its
-    copies, whatever happens. Any failure to start is a StartFailedError. Cancelled
-    meanwhile, the child (if it started) is killed and reaped on the spawn thread, which
-    does not need the loop to be still running then.
+    copies, whatever happens (``pass_fds``, inherited at their own numbers, stay the
+    caller's). Any failure to start is a StartFailedError. Cancelled meanwhile, the child
+    (if it started) is killed and reaped on the spawn thread, which does not need the
+    loop to be still running then.
     """
     reset_inherited_ignores()
-    job = _SPAWNER.submit(_popen, list(argv), cwd, env, stdio, new_session, preexec_fn)
+    job = _SPAWNER.submit(_popen, list(argv), cwd, env, stdio, new_session, preexec_fn, pass_fds)
     try:
         return await asyncio.shield(asyncio.wrap_future(job))
     except asyncio.CancelledError:
@@ -93,13 +95,14 @@ async def idle() -> None:
 
 
 def _popen(argv: list[str], cwd: str | None, env: dict[str, str], stdio: tuple[int, int, int],
-           new_session: bool, preexec_fn: Callable[[], None] | None) -> subprocess.Popen:
+           new_session: bool, preexec_fn: Callable[[], None] | None,
+           pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
     try:
         if not argv:
             raise StartFailedError("empty argv")
         return subprocess.Popen(argv, cwd=cwd or None, env=env, stdin=stdio[0], stdout=stdio[1],
                                 stderr=stdio[2], close_fds=True, start_new_session=new_session,
-                                preexec_fn=preexec_fn)
+                                preexec_fn=preexec_fn, pass_fds=pass_fds)
     except (OSError, ValueError, TypeError, subprocess.SubprocessError) as exc:
         # OSError: missing/non-executable argv[0] or cwd (named in the message);
         # ValueError: NUL bytes or '=' in env names, which exec cannot express.

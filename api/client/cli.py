@@ -14,9 +14,11 @@ import os
 import sys
 
 from . import errors as e
+from .cli_apply import ApplyFileError
 from .cli_output import event_line, print_json, render
 from .cli_parser import build_parser
 from .cli_spec import SpecError, build_spec, load_spec_file
+from .local_server import BadUrl
 from .oneshot import OneShotClient
 
 
@@ -135,13 +137,30 @@ def session_resize(c, args) -> int:
 
 
 def session_log(c, args) -> int:
+    from .cli_log import LogWriter
+    if args.tail is not None and args.tail < 0:
+        raise UsageError("--tail needs a number of lines >= 0")
     session = c.get_session(args.sandbox, args.session)
-    after = max(0, session.cursor.earliest - 1)  # the retained window: older output is gone
-    out = sys.stdout.buffer
-    for event in c.iter_events(args.sandbox, args.session, after=after, follow=False, skip_gap=True):
+    pty = session.spec.get("io", {}).get("mode") == "pty"
+    writer = LogWriter(sys.stdout.buffer, as_text=pty and not args.raw, tail=args.tail)
+    last = max(0, session.cursor.earliest - 1)  # the retained window: older output is gone
+    for event in c.iter_events(args.sandbox, args.session, after=last, follow=False, skip_gap=True):
+        last = event.seq
         if event.type == "output":
-            out.write(event.data)
-    out.flush()
+            writer.catch_up(event.data)
+    writer.caught_up(final=not args.follow)
+    if not args.follow:
+        return EXIT["ok"]
+    stream = c.iter_events(args.sandbox, args.session, after=last, follow=True, skip_gap=True)
+    try:
+        for event in stream:
+            if event.type == "output":
+                writer.live(event.data)
+    except e.NotFound:
+        sys.stderr.write("sessionctl: the session was deleted\n")  # the normal end of --follow
+    finally:
+        stream.close()
+        writer.end()
     return EXIT["ok"]
 
 
@@ -171,7 +190,7 @@ def session_attach(c, args) -> int:
     if args.tail is not None and args.tail < 0:
         raise UsageError("--tail needs a number of bytes >= 0")
     return attach(c, args.sandbox, args.session, replay="none" if args.no_replay else "all",
-                  tail_bytes=args.tail)
+                  tail_bytes=args.tail, stay=args.stay)
 
 
 def parse(parser, argv: list[str]):
@@ -179,14 +198,15 @@ def parse(parser, argv: list[str]):
     if "--" in argv:
         at = argv.index("--")
         args = parser.parse_args(argv[:at])
-        if getattr(args, "handler", None) is session_create:
+        if getattr(args, "handler", None) is session_create or getattr(args, "takes_command", False):
             args.command = argv[at + 1:]
             return args
     return parser.parse_args(argv)
 
 
 STREAMING = {("session", "input"), ("session", "log"), ("session", "events"), ("session", "attach"),
-             ("sandbox", "run"), ("sandbox", "cp")}  # SSE, WebSocket, streamed bodies, retried inputs: httpx
+             ("sandbox", "run"), ("sandbox", "cp"), ("sandbox", "ls"), ("sandbox", "rm")}
+# (SSE, WebSocket, streamed bodies, retried inputs, the file routes: httpx)
 
 
 def full_client(url, token, data_dir):
@@ -212,16 +232,18 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(f"sessionctl {version()}\n")
         return EXIT["ok"]
     if args.noun is None:
-        parser.error("choose sandbox or session (see sessionctl --help)")
+        parser.error("choose sandbox, session or apply (see sessionctl --help)")
     args.output = getattr(args, "output", None) or "table"
     try:
         # url None: SESSIOND_URL or the default; token None: SESSIOND_TOKEN or a local token file.
-        connect = full_client if (args.noun, args.verb) in STREAMING else OneShotClient
+        connect = getattr(args, "client_factory", None) or (
+            full_client if (args.noun, args.verb) in STREAMING else OneShotClient)
         with connect(getattr(args, "url", None), getattr(args, "token", None),
                      data_dir=getattr(args, "data_dir", None)) as client:
             return args.handler(client, args)
-    except (UsageError, SpecError) as error:
-        parser.error(str(error))
+    except (UsageError, SpecError, ApplyFileError, BadUrl) as error:
+        sys.stderr.write(f"sessionctl: {one_line(error)}\n")
+        return EXIT["usage"]
     except BrokenPipeError:  # e.g. `sessionctl … | head`: the reader left, which is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT["ok"]
@@ -230,6 +252,12 @@ def main(argv: list[str] | None = None) -> int:
         return exit_code(error)
     except KeyboardInterrupt:
         return EXIT["interrupted"]
+    except Exception as error:  # a bug of ours: still one line, the traceback on request
+        if os.environ.get("SESSIONCTL_DEBUG"):
+            raise
+        sys.stderr.write(f"sessionctl: internal error: {type(error).__name__}: {one_line(error)} "
+                         f"(SESSIONCTL_DEBUG=1 shows where)\n")
+        return EXIT["error"]
     return EXIT["error"]  # pragma: no cover
 
 

@@ -8,7 +8,13 @@ the session deleted, an error, SIGTERM/SIGHUP). A dropped connection (server
 restart, slow-subscriber detach) is re-opened from the last seq shown.
 
 ``--no-replay`` starts at the journal's latest seq; ``--tail N`` prints only the last N
-bytes of the retained output, then follows from the seq it read up to.
+bytes of the retained output (from the first line start within them), then follows from
+the seq it read up to.
+
+It ends with the attempt: when the attempt it shows exits, ``attach`` exits too, with the
+attempt's exit code (128+N for a signal N), and attaching to a session with no attempt
+running replays and ends at once with the last one's code. ``--stay`` keeps it attached
+(across restarts) until Ctrl-].
 """
 from __future__ import annotations
 
@@ -28,6 +34,12 @@ from .errors import ClientError
 from .events import Backoff
 
 DETACH_KEY = b"\x1d"  # Ctrl-]
+DETACH_NAME = "Ctrl-]"
+RESTING = ("exited", "failed", "stopped", "pending")  # no attempt is running
+# Exits that do not end an attachment: a new attempt follows at once (a replaced attempt or
+# spec, a replaced runtime after a server restart or a resume), or the socket's own end
+# says it (a deleted session: 1000, exit status 0).
+CARRIED_ON = frozenset(("attempt_replaced", "spec_replaced", "runtime_replaced", "session_deleted"))
 RECONNECT_BUDGET_S = 30.0
 READER_JOIN_S = 2.0
 DELETED = 1000
@@ -61,12 +73,31 @@ def note(text: str) -> None:
         pass  # the terminal is gone: nobody to tell
 
 
+def exit_status(exit_code, signal_name) -> int:
+    """An attempt's end as a shell's exit status: its code, or 128+N for signal N."""
+    if signal_name:
+        try:
+            return 128 + signal.Signals[f"SIG{signal_name}"].value
+        except KeyError:
+            return 128 + 9
+    if exit_code is None:
+        return 1  # it never ran (start_failed) or its runtime was replaced
+    return exit_code if exit_code >= 0 else 128 + 9
+
+
 class Attachment:
-    def __init__(self, client, sandbox_id: str, session_id: str, after: int) -> None:
+    def __init__(self, client, sandbox_id: str, session_id: str, after: int, *, stay: bool = False,
+                 attempt_id: str | None = None, live_after: int = 0) -> None:
         self.client = client
         self.sandbox_id = sandbox_id
         self.session_id = session_id
         self.last_seq = after
+        self.stay = stay
+        self.ended: int | None = None  # the exit status once the attempt shown has exited
+        # The replay may hold earlier attempts' exits: only the running one's, or a later
+        # one's, ends the attachment.
+        self.attempt_id = attempt_id
+        self.live_after = live_after
         self.socket = None
         self.readers: list[threading.Thread] = []
         self.wake_r, self.wake_w = os.pipe()
@@ -87,6 +118,12 @@ class Attachment:
                 if kind == "event" and event.get("seq", 0) > self.last_seq:
                     self.last_seq = event["seq"]
                     self._show(out, event)
+                    if event.get("type") == "attempt.exited" and not self.stay \
+                            and event.get("reason") not in CARRIED_ON and (
+                            event.get("attempt_id") == self.attempt_id or event["seq"] > self.live_after):
+                        self.ended = exit_status(event.get("exit_code"), event.get("signal"))
+                        self._wake()
+                        return
                 elif kind == "error":
                     note(f"error: {message.get('error')}")
         except Exception as error:  # a connection torn down under us
@@ -149,6 +186,8 @@ class Attachment:
                 self._resize()
             if self.wake_r in ready:
                 os.read(self.wake_r, 64)
+                if self.ended is not None:
+                    return self.ended
                 code = self.socket.close_code
                 if code == DELETED:
                     note("the session was deleted")
@@ -183,17 +222,25 @@ class Attachment:
 
 
 def retained_tail(client, sandbox_id: str, session_id: str, after: int, size: int) -> tuple[bytes, int]:
-    """The last ``size`` bytes of the retained output, and the seq they were read up to."""
-    tail, last_seq = b"", after
+    """The last ``size`` bytes of the retained output, and the seq they were read up to; cut
+    at a line start when there is one in them (a screen starting mid-line or mid-escape
+    sequence shows garbage)."""
+    kept, last_seq = b"", after  # one byte more than the tail: is the cut at a line start?
     for event in client.iter_events(sandbox_id, session_id, after=after, follow=False, skip_gap=True):
         last_seq = event.seq
         if event.type == "output" and size:
-            tail = (tail + event.data)[-size:]
+            kept = (kept + event.data)[-(size + 1):]
+    if len(kept) <= size:
+        return kept, last_seq  # all of it
+    before, tail = kept[:1], kept[1:]
+    newline = tail.find(b"\n")
+    if before != b"\n" and newline >= 0:
+        tail = tail[newline + 1:]
     return tail, last_seq
 
 
 def attach(client, sandbox_id: str, session_id: str, *, replay: str = "all",
-           tail_bytes: int | None = None) -> int:
+           tail_bytes: int | None = None, stay: bool = False) -> int:
     """``replay``: "all" the retained output, or "none"; ``tail_bytes`` keeps only its last N bytes."""
     if not os.isatty(sys.stdin.fileno()):
         raise ClientError("attach needs a terminal on stdin")
@@ -202,11 +249,23 @@ def attach(client, sandbox_id: str, session_id: str, *, replay: str = "all",
         sys.stderr.write("sessionctl: note: a pipes session has no terminal; keys go to its stdin\n")
     after = max(0, session.cursor.earliest - 1)  # replay everything still retained
     shown = b""
+    resting = session.phase in RESTING and not stay
     if replay == "none":
         after = session.cursor.latest
-    elif tail_bytes is not None:
-        shown, after = retained_tail(client, sandbox_id, session_id, after, tail_bytes)
+    elif tail_bytes is not None or resting:
+        shown, after = retained_tail(client, sandbox_id, session_id, after,
+                                     tail_bytes if tail_bytes is not None else 1 << 62)
+    if resting:  # nothing runs: what it printed, then its end, and no terminal games
+        os.write(sys.stdout.fileno(), shown)
+        attempt = session.attempt
+        status = exit_status(attempt.exit_code, attempt.signal) if attempt else 0
+        sys.stderr.write(f"\r\n[sessionctl: session {session_id} is {session.phase}"
+                         f"{f' (exit status {status})' if attempt else ''}; nothing to attach to]\r\n")
+        return status
+    sys.stderr.write(f"[sessionctl: attached to {session_id}; detach with {DETACH_NAME}, "
+                     f"which leaves it running]\r\n")
     with raw_terminal(sys.stdin.fileno()):
         if shown:
             os.write(sys.stdout.fileno(), shown)
-        return Attachment(client, sandbox_id, session_id, after).run()
+        return Attachment(client, sandbox_id, session_id, after, stay=stay, live_after=session.cursor.latest,
+                          attempt_id=session.attempt.id if session.attempt else None).run()

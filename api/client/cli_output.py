@@ -72,10 +72,11 @@ def generic(data) -> str:
 def render(result) -> str:
     """The table form of any result object the client returns."""
     if isinstance(result, Listing):
-        if all(isinstance(x, Session) for x in result):
-            return session_rows(list(result))
-        if all(isinstance(x, Sandbox) for x in result):
+        # The API's own key says what an empty list is a list of.
+        if "sandboxes" in result.raw or (result and all(isinstance(x, Sandbox) for x in result)):
             return sandbox_rows(list(result))
+        if "sessions" in result.raw or (result and all(isinstance(x, Session) for x in result)):
+            return session_rows(list(result))
     if isinstance(result, Session):
         return session_detail(result)
     if isinstance(result, Sandbox):

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import argparse
 
+from .cli_apply import register as register_apply
+from .cli_completion import register as register_completion
+from .cli_run import register as register_run
 from .cli_workspace import register as register_workspace_verbs
 from .harness_presets import NAMES
 
@@ -35,6 +38,14 @@ examples:
 RAW = argparse.RawDescriptionHelpFormatter
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """A usage error is one line on stderr (and exit 2), as every other error is: the usage
+    text itself is one ``--help`` away. Subparsers inherit the class."""
+
+    def error(self, message: str):
+        self.exit(2, f"sessionctl: {message} (see: {self.prog} --help)\n")
+
+
 def _common() -> argparse.ArgumentParser:
     """Global options, accepted before or after the verb (SUPPRESS keeps either from erasing the other)."""
     common = argparse.ArgumentParser(add_help=False)
@@ -51,14 +62,17 @@ def _common() -> argparse.ArgumentParser:
 
 def build_parser(verbs) -> argparse.ArgumentParser:
     common = _common()
-    parser = argparse.ArgumentParser(prog="sessionctl", parents=[common], formatter_class=RAW,
+    parser = OneLineErrors(prog="sessionctl", parents=[common], formatter_class=RAW,
                                      description="Drive sandboxes and supervised sessions.", epilog=OVERVIEW)
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    nouns = parser.add_subparsers(dest="noun", metavar="sandbox|session")
+    nouns = parser.add_subparsers(dest="noun", metavar="sandbox|session|run|apply|completion")
     _sandbox(nouns.add_parser("sandbox", help="claim, list, inspect, pause, resume and delete sandboxes",
                               formatter_class=RAW, epilog=EXIT_CODES), common, verbs)
     _session(nouns.add_parser("session", help="create and drive sessions", formatter_class=RAW,
                               epilog=EXIT_CODES), common, verbs)
+    register_run(nouns, common, RAW)
+    register_apply(nouns, common, RAW)
+    register_completion(nouns, common, RAW)
     return parser
 
 
@@ -126,8 +140,12 @@ def _session(noun, common, v) -> None:
     resize.add_argument("rows", type=int, help="terminal rows")
     resize.add_argument("cols", type=int, help="terminal columns")
     resize.add_argument("--attempt-id", help="fence to this attempt")
-    _target(_verb(group, "log", common, v.session_log, "print the retained output (raw bytes)",
-                  'sessionctl session log "$SB" "$SID" > out.log'))
+    log = _target(_verb(group, "log", common, v.session_log,
+                        "print the retained output (a terminal's as the text it shows)",
+                        'sessionctl session log "$SB" "$SID" --tail 20 --follow'))
+    log.add_argument("--follow", "-f", action="store_true", help="keep printing new output until Ctrl-C")
+    log.add_argument("--tail", type=int, metavar="N", help="start with only the last N lines")
+    log.add_argument("--raw", action="store_true", help="a PTY session's bytes as they are (escape codes too)")
     events = _target(_verb(group, "events", common, v.session_events, "print its events",
                            'sessionctl session events "$SB" "$SID" --follow --until attempt.exited'))
     events.add_argument("--after", type=int, default=0, metavar="N", help="only events with seq > N")
@@ -137,12 +155,16 @@ def _session(noun, common, v) -> None:
     events.add_argument("--reconnect-timeout", type=float, default=300.0, metavar="S",
                         help="give up after S seconds without a connection (default 300)")
     attach = _target(_verb(group, "attach", common, v.session_attach,
-                           "interactive terminal on a PTY session (detach with Ctrl-])",
+                           "interactive terminal on a PTY session (detach with Ctrl-]); ends with the "
+                           "attempt's exit and its code",
                            'sessionctl session attach "$SB" "$SID" --tail 65536'))
+    attach.add_argument("--stay", action="store_true",
+                        help="stay attached when the attempt exits (across restarts), until Ctrl-]")
     replay = attach.add_mutually_exclusive_group()
     replay.add_argument("--no-replay", action="store_true", help="show only output from now on")
     replay.add_argument("--tail", type=int, metavar="N",
-                        help="replay only the last N bytes of the retained output (default: all of it)")
+                        help="replay only the last N bytes of the retained output, from a line start "
+                             "(default: all of it)")
 
 
 def _create(create) -> None:
@@ -151,6 +173,10 @@ def _create(create) -> None:
     create.add_argument("--idempotency-key", metavar="K", help="a retry with the same key and spec is safe")
     create.add_argument("--restart", choices=("never", "on_failure", "always"),
                         help="restart policy when the process exits")
+    create.add_argument("--max-restarts", type=int, metavar="N",
+                        help="give up (phase failed) after N restarts within the window (default 5)")
+    create.add_argument("--restart-window", type=int, metavar="S",
+                        help="the window of --max-restarts, in seconds (default 60)")
     create.add_argument("--runtime-recovery", choices=("restart", "stop"),
                         help="what to do after a server crash or a sandbox resume")
     create.add_argument("--readiness", choices=("process", "delay", "output"),

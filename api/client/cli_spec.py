@@ -17,17 +17,27 @@ class SpecError(ValueError):
 
 
 def load_spec_file(path: str) -> dict:
-    text = Path(path).read_text()
+    """The spec in ``path``; what is wrong with it says the file and, when known, line:column."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise SpecError(f"{path}: {exc.strerror or exc}") from None
     if path.endswith(".json"):
-        data = json.loads(text)
-    else:
         try:
-            import yaml
-        except ImportError:  # pragma: no cover - pyyaml is a dependency
-            raise SpecError("reading YAML needs the pyyaml package") from None
-        data = yaml.safe_load(text)
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"{path}:{exc.lineno}:{exc.colno}: {exc.msg}") from None
+    else:
+        import yaml
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else path
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise SpecError(f"{where}: {problem}") from None
     if not isinstance(data, dict):
-        raise SpecError(f"{path}: a spec must be a mapping")
+        raise SpecError(f"{path}: a spec must be a mapping, not {type(data).__name__}")
     return data
 
 
@@ -62,6 +72,10 @@ def build_spec(args) -> dict:
     lifecycle = spec.setdefault("lifecycle", {})
     if args.restart:
         lifecycle.setdefault("restart", {})["policy"] = args.restart
+    if args.max_restarts is not None:
+        lifecycle.setdefault("restart", {})["max_restarts"] = args.max_restarts
+    if args.restart_window is not None:
+        lifecycle.setdefault("restart", {})["window_seconds"] = args.restart_window
     if args.runtime_recovery:
         lifecycle["runtime_recovery"] = args.runtime_recovery
     readiness = spec.setdefault("readiness", {})

@@ -35,8 +35,23 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
+class BadUrl(ValueError):
+    """A server URL that is neither http:// nor https://."""
+
+
 def base_url(url: str | None) -> str:
-    return (url or os.environ.get("SESSIOND_URL") or DEFAULT_URL).rstrip("/")
+    """The server's base URL; ``HOST:PORT`` without a scheme means ``http://HOST:PORT``."""
+    url = (url or os.environ.get("SESSIOND_URL") or DEFAULT_URL).strip().rstrip("/")
+    if "://" not in url:
+        url = "http://" + url
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BadUrl(f"server URL {url!r}: expected http://HOST:PORT (or https://)")
+    try:
+        parts.port  # a port that is not a number raises here, not deep in a request
+    except ValueError:
+        raise BadUrl(f"server URL {url!r}: the port is not a number") from None
+    return url
 
 
 def data_dir_from(data_dir: str | os.PathLike | None) -> Path:

@@ -24,11 +24,20 @@ def build(cls: type[T], data: Any, **nested: Any) -> T:
     return cls(raw=data, **values)  # type: ignore[call-arg]
 
 
+# The server's (and the Go SDK's) disabled deadline: None here, as when it is omitted.
+NO_DEADLINE = "0001-01-01T00:00:00Z"
+_DEADLINES = ("expires_at", "hard_expires_at")
+
+
 class FromApi:
     """Built from the API's ``data`` object; unknown keys stay in ``raw``."""
 
     @classmethod
     def from_api(cls, data):
+        disabled = {k: None for k in _DEADLINES if isinstance(data, dict) and data.get(k) == NO_DEADLINE}
+        if disabled and dataclasses.is_dataclass(cls):
+            names = {f.name for f in dataclasses.fields(cls)}
+            return build(cls, data, **{k: v for k, v in disabled.items() if k in names})
         return build(cls, data)
 
 

@@ -44,7 +44,7 @@ def reply(data, status: int = 200) -> HTTPResponse:
 
 def rendered(request: Request, svc, session) -> dict:
     """As committed (``store.view``): never a state whose events the writer has not committed."""
-    return shapes.render_session(svc.store.view(session), attachments(request.app).count(session.id))
+    return shapes.render_session(svc.shown(session), attachments(request.app).count(session.id))
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -104,7 +104,8 @@ async def create_session(request: Request, sandbox_id: str):
 async def list_sessions(request: Request, sandbox_id: str):
     """200 {"sessions": [...]} ordered by creation."""
     svc = service(request, sandbox_id)
-    return reply({"sessions": [rendered(request, svc, s) for s in svc.list_sessions()]})
+    count = attachments(request.app).count
+    return reply({"sessions": [shapes.render_session(view, count(view.id)) for _, view in svc.shown_sessions()]})
 
 
 @http_bp.get("/<sandbox_id>/sessions/<session_id>")

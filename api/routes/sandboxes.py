@@ -191,10 +191,9 @@ async def get_sandbox(request: Request, sandbox_id: str):
 async def sandbox_status(request: Request, sandbox_id: str):
     """200 SandboxStatus (+ resource_usage: workspace_bytes, memory, pids); 404 not_found."""
     sandbox = render_sandbox(manager(request).sandbox(sandbox_id))
-    status = {"sandbox_id": sandbox["id"], "template_id": sandbox["template_id"], "team_id": sandbox["team_id"],
-              "runtime_id": sandbox["runtime_id"], "status": sandbox["status"],
-              "claimed_at": sandbox["claimed_at"], "created_at": sandbox["created_at"]}
-    status.update({k: sandbox[k] for k in ("expires_at", "hard_expires_at") if k in sandbox})
+    status = {k: sandbox[k] for k in ("template_id", "team_id", "runtime_id", "pod_name", "status",
+                                      "claimed_at", "created_at", "expires_at", "hard_expires_at")}
+    status = {"sandbox_id": sandbox["id"], **status}
     status["resource_usage"] = usage = await manager(request).usage(sandbox_id)
     dirs = request.app.ctx.container.dirs
     if "disk_limit_bytes" not in usage and dirs is not None:  # no disk of its own: say why
@@ -263,9 +262,8 @@ async def refresh_sandbox(request: Request, sandbox_id: str):
     if duration > MAX_SECONDS:
         raise _bad(f"duration must be at most {MAX_SECONDS}")
     rendered = render_sandbox(await manager(request).refresh(sandbox_id, duration))
-    data = {"sandbox_id": sandbox_id}
-    data.update({k: rendered[k] for k in ("expires_at", "hard_expires_at") if k in rendered})
-    return ok(data)
+    return ok({"sandbox_id": sandbox_id, "expires_at": rendered["expires_at"],
+               "hard_expires_at": rendered["hard_expires_at"]})
 
 
 @bp.delete("/<sandbox_id>", ctx_action="delete_sandbox")

@@ -18,7 +18,7 @@ def service(request: Request, sandbox_id: str):
 
 def rendered(svc, session) -> dict:
     """As committed (``store.view``): never a state whose events the writer has not committed."""
-    return render_session(svc.store.view(session), svc.journal.cursor(session))
+    return render_session(svc.shown(session), svc.journal.cursor(session))
 
 
 @bp.get("", ctx_action="list_sessions", strict_slashes=False)

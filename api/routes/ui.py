@@ -17,7 +17,8 @@ from sanic.response import redirect
 
 from ..errors import envelope
 
-bp = Blueprint("ui", url_prefix="/ui")
+console = Blueprint("ui", url_prefix="/ui")
+root = Blueprint("ui_root")  # what a browser asks of the bare address
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 INDEX = "index.html"
@@ -52,19 +53,19 @@ def _headers(style_nonce: str) -> dict[str, str]:
             "X-Frame-Options": "DENY", "Cache-Control": "no-cache"}
 
 
-@bp.get("", ctx_action="console", strict_slashes=True)
+@console.get("", ctx_action="console", strict_slashes=True)
 async def console_root(request: Request):
     return redirect("/ui/", status=308)
 
 
-@bp.get("/", ctx_action="console", strict_slashes=True)
+@console.get("/", ctx_action="console", strict_slashes=True)
 async def console_index(request: Request):
     nonce = secrets.token_urlsafe(18)
     page = shipped_files()[INDEX].replace(NONCE_SLOT.encode(), nonce.encode())
     return HTTPResponse(page, headers=_headers(nonce), content_type=CONTENT_TYPES[".html"])
 
 
-@bp.get("/<path:path>", ctx_action="console")
+@console.get("/<path:path>", ctx_action="console")
 async def console_file(request: Request, path: str):
     body = shipped_files().get(path)
     if body is None or path == INDEX:
@@ -72,3 +73,17 @@ async def console_file(request: Request, path: str):
     suffix = Path(path).suffix
     return HTTPResponse(body, headers=_headers(secrets.token_urlsafe(18)),
                         content_type=CONTENT_TYPES.get(suffix, CONTENT_TYPES[""]))
+
+
+@root.get("/", ctx_action="console")
+async def server_root(request: Request):
+    """The address the server prints is what people open: the console is what they want."""
+    return redirect("/ui/", status=302)
+
+
+@root.get("/favicon.ico", ctx_action="console")
+async def favicon(request: Request):
+    return redirect("/ui/favicon.svg", status=301)
+
+
+bp = Blueprint.group(console, root)

@@ -124,7 +124,7 @@ def test_without_flags_the_server_generates_a_private_token_file_and_requires_it
         log = server.log_path.read_text()
         startup = [line for line in log.splitlines() if line.startswith("sessiond listening on")]
         assert startup == [f"sessiond listening on {server.url} data={server.data_dir} runtime=host "
-                           f"(NO isolation) auth=token in {token_file}"], log
+                           f"(NO isolation) auth=token in {token_file} console={server.url}/ui/"], log
         assert server.token not in log and server.token not in " ".join(server.command())
         token = server.token
         server.restart()

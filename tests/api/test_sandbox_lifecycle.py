@@ -176,7 +176,9 @@ def test_updating_a_paused_sandbox_changes_only_its_record(http):
         assert (updated["status"], updated["auto_resume"]) == ("paused", False)
         assert updated["runtime_generation"] == 1
         refreshed = ok(http.post(f"/api/v1/sandboxes/{sb}/refresh", json={}), 200)
-        assert refreshed == {"sandbox_id": sb}  # no ttl configured: both deadlines stay disabled
+        # No ttl configured: both deadlines stay disabled (the zero time, which every SDK parses).
+        assert refreshed == {"sandbox_id": sb, "expires_at": "0001-01-01T00:00:00Z",
+                             "hard_expires_at": "0001-01-01T00:00:00Z"}
         resumed = ok(http.post(f"/api/v1/sandboxes/{sb}/resume", json={}), 200)
         assert resumed == {"sandbox_id": sb, "resumed": True}
         assert sandbox_json(http, sb)["auto_resume"] is False

@@ -1,7 +1,7 @@
 """Run the benchmark suite: ``python -m tests.bench`` (full) or ``--smoke`` (seconds, CI).
 
 Each benchmark prints its figures with the baselines measured in the same run and the
-ratios between them. ``--only pipe,pty,echo,sessions,replay,restart,cli,netns,start,image,fairness,rss,store,cluster`` picks some;
+ratios between them. ``--only pipe,pty,echo,sessions,replay,restart,cli,run,netns,start,image,fairness,rss,store,cluster`` picks some;
 ``--json FILE`` also writes every run's numbers.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import (bench_cli, bench_cluster, bench_echo, bench_faults, bench_image_start, bench_ingest, bench_netns,
-               bench_replay, bench_restart, bench_sandbox_start, bench_sessions)
+               bench_replay, bench_restart, bench_run, bench_sandbox_start, bench_sessions)
 from .common import MIB
 
 
@@ -51,6 +51,7 @@ class Sizes:
     cluster_pipe_bytes: int = 256 * MIB
     cluster_long: int = 20_000  # events of the long journal resumed on the other node
     cluster_short: int = 20
+    run_rounds: int = 10  # sessionctl run against the SDK
 
 
 FULL = Sizes(pipe_bytes=1024 * MIB, pty_bytes=64 * MIB, runs=3, echo_count=1000, echo_warmup=100,
@@ -61,7 +62,7 @@ SMOKE = Sizes(pipe_bytes=16 * MIB, pty_bytes=2 * MIB, runs=1, echo_count=30, ech
               sessions=20, replay_bytes=2 * MIB, restart_sessions=10, restart_short=4,
               restart_long=64, cli_calls=5, start_rounds=5, install=False, extras=False, netns_starts=3,
               unknown_ids=500, storm_bytes=96 * MIB, store_bytes=16 * MIB, cluster_pipe_bytes=8 * MIB,
-              cluster_long=200, cluster_short=10, image_starts=3)
+              cluster_long=200, cluster_short=10, run_rounds=1, image_starts=3)
 
 BENCHMARKS = {
     "pipe": lambda w, s: bench_ingest.pipe_ingest(w, s.pipe_bytes, s.runs, s.install, s.extras),
@@ -72,6 +73,7 @@ BENCHMARKS = {
     "restart": lambda w, s: bench_restart.restart_cost(w, s.restart_sessions, s.restart_short,
                                                        s.restart_long, s.runs, s.extras),
     "cli": lambda w, s: bench_cli.cli_startup(w, s.cli_calls),
+    "run": lambda w, s: bench_run.run_vs_sdk(w, s.run_rounds),
     "netns": lambda w, s: bench_netns.start_time(w, s.netns_starts),
     "start": lambda w, s: bench_sandbox_start.sandbox_start(w, s.start_rounds),
     "image": lambda w, s: bench_image_start.image_start(w, s.image_starts),

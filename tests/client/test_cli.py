@@ -157,6 +157,11 @@ def test_help_has_the_exit_codes_and_every_verb_an_example_and_version_prints_it
     import session_supervisor.client.cli as cli_module
     nouns = build_parser(cli_module)._subparsers._group_actions[0].choices
     for noun, parser in nouns.items():
+        if parser._subparsers is None:  # a noun that is its own verb (run, apply, completion)
+            text = parser.format_help()
+            assert re.search(r"examples?:\n  .*sessionctl ", text), noun
+            assert all(action.help for action in parser._actions), noun
+            continue
         for verb, verb_parser in parser._subparsers._group_actions[0].choices.items():
             text = verb_parser.format_help()
             assert "example:\n  " in text and "sessionctl " in text.split("example:")[1], (noun, verb)

@@ -14,6 +14,7 @@ HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options"}
 
 
 CONSOLE_PREFIX = "/ui"  # the browser console's static files (api/routes/ui.py): pages, not API
+CONSOLE_REDIRECTS = {"/", "/favicon.ico"}  # what a browser asks of the bare address, sent to /ui/
 
 
 def app_routes() -> set[tuple[str, str]]:
@@ -25,7 +26,7 @@ def app_routes() -> set[tuple[str, str]]:
     for route in app.router.routes:
         path = "/" + route.path.strip("/")
         path = re.sub(r"<[^>]+>", "{}", path)
-        if path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/"):
+        if path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/") or path in CONSOLE_REDIRECTS:
             continue
         routes |= {(method.upper(), path) for method in route.methods}
     return routes
@@ -81,8 +82,9 @@ def test_the_contract_resources_have_their_required_fields(name):
         "Event": {"seq", "session_id", "runtime_generation", "type", "occurred_at"},
         "EventPage": {"events", "cursor"},
         "InputResponse": {"input_id", "attempt_id", "accepted", "duplicate"},
-        "Sandbox": {"id", "template_id", "team_id", "status", "paused", "auto_resume", "runtime_id",
-                    "runtime_generation", "claimed_at", "created_at", "updated_at"},
-        "ClaimResponse": {"sandbox_id", "status", "runtime_id", "template"},
+        # pod_name and both deadlines: what the Go SDK requires besides Python's fields.
+        "Sandbox": {"id", "template_id", "team_id", "status", "paused", "auto_resume", "runtime_id", "pod_name",
+                    "runtime_generation", "claimed_at", "created_at", "updated_at", "expires_at", "hard_expires_at"},
+        "ClaimResponse": {"sandbox_id", "status", "runtime_id", "pod_name", "template"},
     }[name]
     assert required == expected

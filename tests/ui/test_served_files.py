@@ -68,3 +68,15 @@ def test_a_plain_wheel_ships_every_console_file(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {f"session_supervisor/api/ui/{p.relative_to(UI).as_posix()}" for p in UI.rglob("*") if p.is_file()}
     assert shipped and shipped <= names, sorted(shipped - names)
+
+
+def test_the_bare_address_leads_to_the_console_and_it_has_a_favicon(server):
+    with httpx.Client(base_url=server.url) as client:  # no token, as a browser's first visit
+        root = client.get("/")
+        assert root.status_code == 302 and root.headers["location"] == "/ui/"
+        assert client.get("/", follow_redirects=True).text.count('id="main"') == 1
+        icon = client.get("/favicon.ico", follow_redirects=True)
+        assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+        assert icon.text.startswith("<svg") and str(icon.url).endswith("/ui/favicon.svg")
+        page = client.get("/ui/").text
+    assert '<link rel="icon" href="favicon.svg"' in page  # so the browser never asks for /favicon.ico

@@ -5,6 +5,7 @@
 //   #/sandboxes/{id}/sessions/{sid}/history
 import './csp-shim.js';
 import { api, forgetToken, sessionPath, setToken, takeTokenFromFragment, token } from './api.js';
+import { whenAwake } from './awake.js';
 import { crumbs, h, notice } from './dom.js';
 import { mountHistory } from './views/history.js';
 import { mountPipeLog } from './views/pipelog.js';
@@ -15,8 +16,12 @@ import { mountTerminal } from './views/terminal.js';
 const main = document.getElementById('main');
 let unmount = () => {};
 
-async function mountSession(root, sandboxId, sessionId) {
+function mountSession(root, sandboxId, sessionId) {
   crumbs(['sandboxes', '#/'], [sandboxId, `#/sandboxes/${encodeURIComponent(sandboxId)}`], [sessionId]);
+  return whenAwake(root, sandboxId, () => mountAwakeSession(root, sandboxId, sessionId));
+}
+
+async function mountAwakeSession(root, sandboxId, sessionId) {
   const session = await api('GET', sessionPath(sandboxId, sessionId));
   const pty = session.spec.io.mode === 'pty';
   root.classList.add(pty ? 'terminal-view' : 'log-view');

@@ -15,10 +15,11 @@ export function h(tag, attrs = {}, ...children) {
   return element;
 }
 
+// ISO 8601 in UTC, as the API and sessionctl print times (never the browser's locale).
 export function shortTime(rfc3339) {
   if (!rfc3339) return '';
   const date = new Date(rfc3339);
-  return Number.isNaN(date.getTime()) ? rfc3339 : date.toLocaleString();
+  return Number.isNaN(date.getTime()) ? rfc3339 : date.toISOString().replace(/\.(\d{3})Z$/, '.$1Z');
 }
 
 export function notice(text, kind = 'info') {

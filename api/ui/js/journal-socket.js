@@ -6,6 +6,7 @@
 // server restart the replay continues exactly where the page left off: no event is
 // delivered twice, and a trimmed gap is reported instead of skipped silently.
 import { api, randomId, sessionPath, webSocketProtocols, webSocketUrl } from './api.js';
+import { sandboxState } from './awake.js';
 
 const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 4000;
@@ -51,6 +52,14 @@ export class JournalSocket {
     this.status('connecting');
     let session;
     try {
+      // A pause ends the socket; reconnecting then would resume the sandbox (auto_resume):
+      // wait, without a session call, until it runs again.
+      const state = await sandboxState(this.sandboxId);
+      if (!state.awake) {
+        this.status(state.shown, `generation ${state.sandbox.runtime_generation}; waiting until it runs again`);
+        this.later(RETRY_MAX_MS / 4);
+        return;
+      }
       session = await api('GET', sessionPath(this.sandboxId, this.sessionId));
     } catch (error) {
       if (error.status === 401 || error.status === 404) {
@@ -103,9 +112,13 @@ export class JournalSocket {
   retry(detail) {
     if (this.closed) return;
     this.status('reconnecting', detail);
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.connect(), this.retryMs);
+    this.later(this.retryMs);
     this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
+  }
+
+  later(ms) {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.connect(), ms);
   }
 
   status(state, detail = '') {

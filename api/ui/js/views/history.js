@@ -1,7 +1,9 @@
 // What an auditor reads: every attempt (…/attempts) with the lifecycle events between
-// them (…/history, never trimmed), and the retained journal (…/events), where a 410
-// shows the retained window and offers to continue from its start.
-import { api, ApiError, sessionPath } from '../api.js';
+// them (…/history, never trimmed), and the retained journal (…/events) event by event,
+// a page at a time from the newest window back, where a 410 shows the retained window
+// and offers to continue from its start.
+import { api, ApiError, decodeBase64, sessionPath } from '../api.js';
+import { whenAwake } from '../awake.js';
 import { crumbs, h, notice, shortTime } from '../dom.js';
 
 const PAGE = 1000;
@@ -39,9 +41,28 @@ function eventItem(event) {
     h('span', { class: 'when' }, ` ${shortTime(event.occurred_at)}`));
 }
 
+const OUTPUT_SHOWN = 200;  // characters of an output event shown in the journal list
+const text = new TextDecoder();
+
+function journalItem(event) {
+  let detail = [event.reason, 'exit_code' in event ? `exit ${event.exit_code}` : '', event.input_id || '']
+    .filter(Boolean).join(' ');
+  if (event.type === 'output') {
+    const decoded = text.decode(decodeBase64(event.data_base64));
+    detail = `${event.stream} ${JSON.stringify(decoded.length > OUTPUT_SHOWN ? `${decoded.slice(0, OUTPUT_SHOWN)}…` : decoded)}`;
+  }
+  return h('tr', { class: `journal-event ${event.type.replace(/\./g, '-')}`, dataset: { seq: event.seq } },
+    h('td', { class: 'seq' }, event.seq), h('td', { class: 'when' }, shortTime(event.occurred_at)),
+    h('td', {}, event.type), h('td', { class: 'attempt-id' }, event.attempt_id || ''), h('td', { class: 'detail' }, detail));
+}
+
 export function mountHistory(root, sandboxId, sessionId) {
   crumbs(['sandboxes', '#/'], [sandboxId, `#/sandboxes/${encodeURIComponent(sandboxId)}`],
     [sessionId, `#${sessionPath(sandboxId, sessionId)}`], ['history']);
+  return whenAwake(root, sandboxId, () => mountAwakeHistory(root, sandboxId, sessionId));
+}
+
+function mountAwakeHistory(root, sandboxId, sessionId) {
   const timeline = h('ol', { id: 'timeline', class: 'timeline' });
   const journal = h('div', { id: 'journal' });
   root.append(h('h1', {}, `History of ${sessionId}`), timeline, h('h2', {}, 'Retained journal'), journal);
@@ -66,21 +87,32 @@ export function mountHistory(root, sandboxId, sessionId) {
         h('ul', { class: 'events' }, group.events.map(eventItem)))));
   }
 
-  // One page at a time: the retained journal holds the output too (up to the retention budget).
+  // One page at a time (the retained journal holds the output too), the newest page first:
+  // ``after`` null means the newest window, found from the session's cursor.
   async function loadJournal(after) {
     journal.replaceChildren(h('p', { class: 'muted' }, 'loading…'));
     try {
+      if (after === null) {
+        const { cursor } = await api('GET', sessionPath(sandboxId, sessionId));
+        after = Math.max(cursor.earliest - 1, cursor.latest - JOURNAL_PAGE);
+      }
       const page = await api('GET', `${sessionPath(sandboxId, sessionId, '/events')}?after=${after}&limit=${JOURNAL_PAGE}`);
       const { events, cursor } = page;
-      const counts = {};
-      for (const event of events) counts[event.type] = (counts[event.type] || 0) + 1;
       const last = events.length ? events[events.length - 1].seq : after;
+      const older = Math.max(cursor.earliest - 1, after - JOURNAL_PAGE);
       journal.replaceChildren(
         h('p', { id: 'journal-window' }, `retained seq ${cursor.earliest}–${cursor.latest}; `
-          + `${events.length} events after seq ${after}`),
-        h('ul', { class: 'counts' }, Object.entries(counts).map(([type, n]) => h('li', {}, `${type}: ${n}`))),
-        last < cursor.latest ? h('button', { type: 'button', id: 'journal-next', onclick: () => loadJournal(last) },
-          `next page (after seq ${last})`) : '');
+          + `showing ${events.length ? `seq ${events[0].seq}–${last}` : 'nothing'}`),
+        h('div', { class: 'toolbar' },
+          after > cursor.earliest - 1 ? h('button', { type: 'button', id: 'journal-older', onclick: () => loadJournal(older) },
+            `older (from seq ${older + 1})`) : '',
+          last < cursor.latest ? h('button', { type: 'button', id: 'journal-next', onclick: () => loadJournal(last) },
+            `newer (after seq ${last})`) : '',
+          h('button', { type: 'button', id: 'journal-newest', onclick: () => loadJournal(null) }, 'newest'),
+          h('button', { type: 'button', id: 'journal-oldest', onclick: () => loadJournal(0) }, 'from seq 1')),
+        h('div', { class: 'scroll' }, h('table', { id: 'journal-events', class: 'grid' },
+          h('thead', {}, h('tr', {}, ['seq', 'time', 'type', 'attempt', 'detail'].map((c) => h('th', {}, c)))),
+          h('tbody', {}, events.map(journalItem)))));
     } catch (error) {
       if (!(error instanceof ApiError) || error.status !== 410 || !error.details) throw error;
       const { earliest, latest } = error.details;
@@ -92,6 +124,6 @@ export function mountHistory(root, sandboxId, sessionId) {
   }
 
   loadTimeline().catch((error) => notice(`history: ${error.message}`, 'error'));
-  loadJournal(0).catch((error) => notice(`journal: ${error.message}`, 'error'));
+  loadJournal(null).catch((error) => notice(`journal: ${error.message}`, 'error'));
   return () => { alive = false; };
 }

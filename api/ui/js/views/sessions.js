@@ -1,8 +1,29 @@
 // The sessions of one sandbox: name, phase, attempt, exit reason, last activity; create a
 // session (argv, pipes or PTY) and drive it: stop, start, replace the attempt, signal.
 import { api, randomId, sessionPath } from '../api.js';
+import { asleepPanel, sandboxState } from '../awake.js';
 import { crumbs, every, h, notice, shortTime } from '../dom.js';
 import { act } from './sandboxes.js';
+
+const MiB = 1024 * 1024;
+const size = (bytes) => (bytes === undefined ? '—' : `${(bytes / MiB).toFixed(1)} MiB`);
+
+// Resource usage and the network policy: sandbox routes, which never resume a sandbox.
+function sandboxPanel(sandbox, status, network) {
+  const usage = status.resource_usage || {};
+  const egress = network.egress || {};
+  const rules = ['allowedCidrs', 'deniedCidrs', 'allowedPorts', 'deniedPorts', 'allowedDomains', 'deniedDomains']
+    .filter((k) => (egress[k] || []).length)
+    .map((k) => `${k}: ${egress[k].map((r) => (typeof r === 'object' ? `${r.port}${r.endPort ? `-${r.endPort}` : ''}/${r.protocol || 'tcp'}` : r)).join(', ')}`);
+  return h('dl', { id: 'sandbox-info', class: 'facts' },
+    h('dt', {}, 'status'), h('dd', { id: 'info-status', class: `status ${sandbox.status}` }, `${sandbox.status}, generation ${sandbox.runtime_generation}`),
+    h('dt', {}, 'memory'), h('dd', { id: 'info-memory' }, `${size(usage.container_memory_usage)}`
+      + (usage.container_memory_limit ? ` of ${size(usage.container_memory_limit)}` : '')),
+    h('dt', {}, 'processes'), h('dd', { id: 'info-pids' }, usage.pids ?? '—'),
+    h('dt', {}, 'workspace'), h('dd', { id: 'info-workspace' }, size(usage.workspace_bytes)),
+    h('dt', {}, 'network'), h('dd', { id: 'info-network' }, [network.mode, ...rules].join('; ')),
+    h('dt', {}, 'expires'), h('dd', {}, sandbox.expires_at && !sandbox.expires_at.startsWith('0001-') ? shortTime(sandbox.expires_at) : 'never'));
+}
 
 const SIGNALS = ['INT', 'TERM', 'HUP', 'KILL', 'QUIT', 'USR1', 'USR2', 'STOP', 'CONT', 'WINCH'];
 
@@ -34,10 +55,11 @@ export function mountSessions(root, sandboxId) {
       location.hash = `#${sessionPath(sandboxId, session.id)}`;
     } catch (error) { notice(`create: ${error.message}`, 'error'); }
   });
-  root.append(h('h1', {}, `Sessions of ${sandboxId}`), create,
-    h('table', { id: 'sessions', class: 'grid' },
+  const info = h('div', { id: 'sandbox-panel' });
+  root.append(h('h1', {}, `Sessions of ${sandboxId}`), info, create,
+    h('div', { class: 'scroll' }, h('table', { id: 'sessions', class: 'grid' },
       h('thead', {}, h('tr', {}, ['name', 'id', 'mode', 'phase', 'attempt', 'exit reason', 'last activity', ''].map((c) => h('th', {}, c)))),
-      body));
+      body)));
 
   function row(session) {
     const path = sessionPath(sandboxId, session.id);
@@ -63,16 +85,21 @@ export function mountSessions(root, sandboxId) {
   }
 
   let shown = '';
-  let paused = null;
+  let infoShown = '';
   async function refresh() {
     try {
-      if (paused === null) {  // asked once: listing the sessions of a paused sandbox resumes it
-        paused = (await api('GET', `/sandboxes/${encodeURIComponent(sandboxId)}`)).paused;
-      }
-      if (paused) {
-        body.replaceChildren(h('tr', {}, h('td', { colspan: 8 }, 'This sandbox is paused. ',
-          h('button', { type: 'button', id: 'resume-and-list', onclick: () => { paused = false; refresh(); } },
-            'resume it and list its sessions'))));
+      // Asked before every session call: listing the sessions of a paused sandbox resumes it.
+      const state = await sandboxState(sandboxId);
+      const path = `/sandboxes/${encodeURIComponent(sandboxId)}`;
+      const [status, network] = await Promise.all([api('GET', `${path}/status`), api('GET', `${path}/network`)]);
+      const infoKey = JSON.stringify([state.sandbox, status, network]);
+      if (infoKey !== infoShown) { infoShown = infoKey; info.replaceChildren(sandboxPanel(state.sandbox, status, network)); }
+      if (!state.awake) {
+        const key = `asleep ${state.shown} ${state.sandbox.runtime_generation}`;
+        if (key !== shown) {
+          shown = key;
+          body.replaceChildren(h('tr', {}, h('td', { colspan: 8 }, asleepPanel(sandboxId, state, refresh))));
+        }
         return;
       }
       const { sessions } = await api('GET', base);
