@@ -12,6 +12,7 @@ from pathlib import Path
 
 from session_supervisor.infra.settings import Settings
 
+from . import image_cli
 from .data_dir import default_data_dir, is_loopback_host
 from .edge_flags import add_edge_arguments, edge_settings
 from .operator_log import LEVELS, configure_logging, set_process_title, startup_line
@@ -87,7 +88,7 @@ def lease_seconds(text: str) -> float:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="sessiond", description="Session supervisor daemon: durable, "
                                      "event-sourced process sessions inside sandboxes.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="serve")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="serve|image|template")
     serve = commands.add_parser(
         "serve", help="run the HTTP server", epilog=SERVE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -131,6 +132,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                        help="room on the data dir's filesystem kept for the server's own stores: claims, "
                             "uploads and mkdirs that would use it get 507 (env SESSIOND_DISK_RESERVE; "
                             "default %(default)s)")
+    serve.add_argument("--disk-quota", choices=("auto", "on", "off"), default=env("SESSIOND_DISK_QUOTA", "auto"),
+                       help="on: each sandbox writes to a disk of its own, its ephemeral_storage (default "
+                            "8Gi; needs root and loop devices); off: on the data dir's filesystem, unbounded; "
+                            "auto: on when it works here (env SESSIOND_DISK_QUOTA; default %(default)s)")
     cluster = serve.add_argument_group(
         "more than one machine", "journals in PostgreSQL, workspaces in a shared directory, any node serves "
         "any sandbox (README: More than one machine)")
@@ -155,6 +160,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     serve.add_argument("--access-log", action="store_true",
                        default=env("SESSIOND_ACCESS_LOG", "") not in ("", "0"),
                        help="one line per request (env SESSIOND_ACCESS_LOG=1; default off)")
+    image_cli.add_commands(commands)
     return parser.parse_args(argv)
 
 
@@ -167,6 +173,8 @@ def fail(message: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    if args.command in ("image", "template"):
+        sys.exit(image_cli.run(args))
     reexec_with_malloc_tuning(argv)
     set_process_title()
     configure_logging(args.log_level, args.access_log)
@@ -186,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings(host=args.host, port=args.port, data_dir=data, token=token, runtime=args.runtime,
                         network=args.network, token_file=token_file, sandbox_pids_max=args.sandbox_pids_max,
                         sandbox_conntrack_max=args.sandbox_conntrack_max, sandbox_new_flows=args.sandbox_new_flows,
-                        disk_reserve=args.disk_reserve,
+                        disk_reserve=args.disk_reserve, disk_quota=args.disk_quota,
                         **cluster_settings(args), **edge_settings(args))
     serve(settings, access_log=args.access_log)
     os.close(lock_fd)

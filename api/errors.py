@@ -13,6 +13,12 @@ log = logging.getLogger(__name__)
 
 # Most specific first: the first matching class wins.
 STATUS: list[tuple[type, int, str]] = [
+    (e.TemplateNotFoundError, 404, "not_found"),
+    (e.ImageNotFoundError, 404, "not_found"),
+    (e.TemplateExistsError, 409, "conflict"),
+    (e.TemplateNotReadyError, 409, "template_not_ready"),
+    (e.InvalidTemplateError, 400, "bad_request"),
+    (e.TemplateForbiddenError, 403, "forbidden"),
     (e.SessionNotFoundError, 404, "session_not_found"),
     (e.SandboxNotFoundError, 404, "not_found"),
     (e.CursorExpiredError, 410, "event_cursor_expired"),
@@ -104,4 +110,5 @@ def handle_error(request: Request, exc: BaseException) -> HTTPResponse:
     status, code, message, details = classify(exc, action)
     if request.path.startswith(AEROLVM_PREFIX):
         return aerolvm_error(status, message)
-    return envelope(status, code, message, details)
+    retry = getattr(exc, "retry_after", None)  # a template still being created: the SDKs retry
+    return envelope(status, code, message, details, headers={"Retry-After": str(retry)} if retry else None)

@@ -17,6 +17,8 @@ from .openapi_links import add_links
 from .openapi_schemas import ALL, INT64, ref
 from .openapi_workspace import SCHEMAS as WORKSPACE_SCHEMAS
 from .openapi_workspace import workspace_paths
+from .openapi_templates import SCHEMAS as TEMPLATE_SCHEMAS
+from .openapi_templates import template_paths
 
 SB = "/api/v1/sandboxes"
 SS = SB + "/{sandbox_id}/sessions/{session_id}"
@@ -220,7 +222,7 @@ def aerolvm_paths() -> dict:
 
 @lru_cache(maxsize=1)
 def document() -> dict:
-    paths = {**sandbox0_paths(), **aerolvm_paths(), **access_paths(operation, _header)}
+    paths = {**sandbox0_paths(), **template_paths(operation), **aerolvm_paths(), **access_paths(operation, _header)}
     add_links(paths)
     for path, item in paths.items():
         if "{" in path:
@@ -234,8 +236,8 @@ def document() -> dict:
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
         "tags": [{"name": n} for n in ("sandboxes", "sessions", "contexts", "files", "services", "observability",
-                                            "aerolvm", "access", "health", "meta")],
+                                            "templates", "aerolvm", "access", "health", "meta")],
         "paths": paths,
-        "components": {"schemas": {**ALL, **WORKSPACE_SCHEMAS, **ACCESS_SCHEMAS, **EDGE_SCHEMAS},
+        "components": {"schemas": {**ALL, **WORKSPACE_SCHEMAS, **TEMPLATE_SCHEMAS, **ACCESS_SCHEMAS, **EDGE_SCHEMAS},
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }

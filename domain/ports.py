@@ -125,7 +125,10 @@ class Isolator(Protocol):
 
 class SandboxFiles(Protocol):
     def admit(self) -> None: ...  # raises InsufficientStorageError when a new sandbox has no room
-    def create(self, sandbox_id: str) -> None: ...
+    # ``rootfs``: the template's part of the config (its disk size); its disk is mounted once made.
+    def create(self, sandbox_id: str, rootfs: dict | None = None) -> None: ...
+    def prepare(self, sandbox_id: str, rootfs: dict | None) -> None: ...  # its disk mounted (a new runtime)
+    def close(self) -> None: ...  # server stop: what create/prepare mounted is unmounted
     def workspace(self, sandbox_id: str) -> str: ...
     def list_ids(self) -> list[str]: ...  # every sandbox directory, complete or not
     def remove(self, sandbox_id: str) -> None: ...
@@ -290,6 +293,34 @@ class AttemptHost(Protocol):
     def launch_for(self, session: Session) -> Launch: ...
     def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus: ...
     def lifecycle_lock(self, session_id: str) -> asyncio.Lock: ...
+
+
+# ---- templates and images (domain/templates.py) ------------------------------------------------
+@dataclass(frozen=True)
+class ImageInfo:
+    """What a claim needs of an imported image: its identity and its runtime defaults."""
+
+    reference: str              # NAME@sha256:DIGEST
+    digest: str
+    env: dict[str, str] = field(default_factory=dict)   # the image config's Env
+    working_dir: str = ""
+
+
+class ImageCatalog(Protocol):
+    """The image store, as templates see it (``infra.images``). ``resolve`` raises
+    ``InvalidTemplateError`` for an unpinned reference, ``ImageNotFoundError`` for an unknown one."""
+
+    def resolve(self, reference: str) -> ImageInfo: ...
+    def lookup(self, reference: str) -> ImageInfo | None: ...  # by digest, or a name/tag imported here
+    def built(self, template_id: str) -> tuple[ImageInfo | None, dict | None]: ...  # a builtin's image, build state
+
+
+class TemplateStore(Protocol):
+    """The team templates (``infra.template_store``: one JSON file, in the shared dir with more nodes)."""
+
+    def load(self) -> dict[str, dict]: ...           # template_id -> stored record
+    def put(self, template_id: str, record: dict, create: bool) -> bool: ...  # False: exists (create) / gone (update)
+    def delete(self, template_id: str) -> bool: ...
 
 
 class KeyStore(Protocol):

@@ -14,9 +14,8 @@ from typing import Callable
 from .commits import CommitPipeline
 from .hub import Hub
 from .model.access import Principal
-from .model.errors import InsufficientStorageError, InvalidRequestError, SandboxNotFoundError, UnavailableError
+from .model.errors import InsufficientStorageError, SandboxNotFoundError, UnavailableError
 from .model.ids import sandbox_id_from
-from .model.network import template_policy
 from .model.sandbox import FailedSandbox, Sandbox
 from .deadlines import Deadlines
 from .networks import NoNetworks, SandboxNetworking
@@ -35,14 +34,11 @@ from .runtime_transitions import MIN_FREE_BYTES, RuntimeTransitions
 from .sandbox_runtime import SandboxRuntime
 from .store_faults import store_error
 from .sandbox_store import SandboxStore
+from .templates import BUILTIN_ENV, NoImages, NoTeamTemplates, Templates
 
 log = logging.getLogger(__name__)
 
-TEMPLATES: dict[str, dict[str, str]] = {
-    "default": {},
-    "coding-agent": {"HOME": "/workspace", "DISABLE_AUTOUPDATER": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
-                     "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"},
-}
+TEMPLATES: dict[str, dict[str, str]] = BUILTIN_ENV  # the env of sandboxes claimed before templates had images
 
 
 class UnclaimedStore(RuntimeError):
@@ -54,8 +50,10 @@ class SandboxManager:
                  pty_runner: ProcessRunner, isolator: Isolator, clock: Clock, new_uuid_hex: Callable[[], str], base_env: dict[str, str],
                  reap: Callable[[int, int], object], checkpoints: Checkpoints | None = None,
                  networks: SandboxNetworks | None = None, ownership: SandboxOwnership | None = None,
-                 lease_seconds: float = 15.0):
+                 lease_seconds: float = 15.0, templates: Templates | None = None):
         self.files = files
+        # What a claim names (domain/templates.py): the builtins, and team templates over images.
+        self.templates = templates or Templates(NoTeamTemplates(), NoImages(), clock.now_ns)
         self.journals = journals
         self.pipeline = pipeline
         self.hub = hub
@@ -89,8 +87,10 @@ class SandboxManager:
 
     def _service(self, sandbox_id: str, store: SandboxStore) -> SandboxRuntime:
         sandbox = store.sandbox
-        env = dict(TEMPLATES.get(sandbox.template, {}))
+        rootfs = sandbox.config.get("rootfs")  # what the template gave it at claim (domain/templates.py)
+        env = dict(rootfs["env"] if rootfs else TEMPLATES.get(sandbox.template, {}))
         env.update(sandbox.config.get("env_vars") or {})
+        self.files.prepare(sandbox_id, rootfs)  # its disk mounted, when it has one
         workspace = self.files.workspace(sandbox_id)
         isolation = self.isolator.isolate(sandbox_id, workspace, sandbox.config)
         fence = self.placement.fence if self.placement.clustered else None
@@ -187,15 +187,18 @@ class SandboxManager:
         await self.pipeline.flush(store)
 
     # ---- sandbox operations ---------------------------------------------------------------
-    async def claim(self, template: str, config: dict, owner: Principal | None = None) -> Sandbox:
+    async def claim(self, template: str, config: dict, owner: Principal | None = None,
+                    disk_bytes: int | None = None, image: str = "") -> Sandbox:
         """A new sandbox of ``owner``'s team (None or the platform key without a team: no team)."""
-        if template not in TEMPLATES:
-            raise InvalidRequestError(f"template {template!r} not found")
-        config = {"network": template_policy(template), **config}
+        plan = await asyncio.to_thread(self.templates.plan_claim, template, config, disk_bytes, image,
+                                       owner.team_id if owner is not None else "")
+        config = plan.config
         sandbox_id = sandbox_id_from(self.new_uuid_hex())
         await asyncio.to_thread(self.files.admit)  # 507 before the server's own disk reserve is used
+        if plan.note:
+            log.warning("sandbox %s: %s", sandbox_id, plan.note)
         try:
-            await asyncio.to_thread(self.files.create, sandbox_id)
+            await asyncio.to_thread(self.files.create, sandbox_id, config["rootfs"])
             store = await asyncio.to_thread(self.open_store, sandbox_id)
         except Exception as exc:  # a full disk cannot even hold a new store: 507
             await asyncio.to_thread(self._remove_files, sandbox_id)
@@ -324,3 +327,4 @@ class SandboxManager:
         for service in self.running.values():
             await service.close()
         await self.networks.close()
+        await asyncio.to_thread(self.files.close)  # the sandboxes' own disks

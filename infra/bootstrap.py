@@ -12,6 +12,7 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from session_supervisor.domain.api_keys import ApiKeys
@@ -41,6 +42,10 @@ from .confined_fs import ConfinedFS
 from .sandbox_dirs import SandboxDirectories
 from .settings import Settings
 from .writer import WriterThread
+from .image_catalog import ImageCatalog
+from .images import ImageStore, store_root
+from .template_store import JsonTemplateStore
+from session_supervisor.domain.templates import Templates
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +84,13 @@ class Container:
         if self.runtime.name == "bwrap":
             protect_from_oom()  # a sandbox's OOM must end its own processes, never the server
         self.networks = choose_networks(self.settings)
+        shared = self.settings.checkpoint_dir if self.settings.clustered else None
+        self.images = ImageStore(store_root(self.settings.data_dir, shared))
+        self.templates = Templates(JsonTemplateStore(Path(shared or self.settings.data_dir) / "templates.json"),
+                                   ImageCatalog(self.images), self.clock.now_ns)
+        self.disks_enabled, self.disk_note = choose_disks(self.settings)
+        if hasattr(self.runtime, "image_rootfs"):  # sandboxes of image templates run on the image
+            self.runtime.image_rootfs = lambda digest: str(self.images.get(digest).rootfs)
         if hasattr(self.runtime, "netns_for"):
             self.runtime.netns_for = self.networks.netns_path  # sessions join their sandbox's netns
 
@@ -94,7 +106,7 @@ class Container:
             self.runtime.hardening is not None and self.runtime.hardening.as_root))
         if warning:
             log.warning("%s", warning)
-        dirs = self.dirs = SandboxDirectories(self.settings.data_dir, self.disk)
+        dirs = self.dirs = SandboxDirectories(self.settings.data_dir, self.disk, self.disks_enabled, self.disk_note)
         journals, checkpoints, ownership = await asyncio.to_thread(self._stores, dirs)
         key_store = await asyncio.to_thread(self._key_store)
         self.keys = ApiKeys(key_store, self.clock, lambda: secrets.token_hex(24), lambda: str(uuid.uuid4()))
@@ -104,7 +116,7 @@ class Container:
             isolator=self.runtime, clock=self.clock,
             new_uuid_hex=self.new_uuid_hex or (lambda: uuid.uuid4().hex), base_env=base_env,
             reap=self.reap or reap_leftover, networks=self.networks, ownership=ownership,
-            lease_seconds=self.settings.lease_seconds)
+            lease_seconds=self.settings.lease_seconds, templates=self.templates)
         await self.manager.start()
         self.metrics = MetricsSampler(self.manager, dirs, self.networks, self.settings.metrics_interval)
         self.metrics.start()
@@ -198,6 +210,24 @@ class Container:
         if self.datastore is not None:
             await asyncio.to_thread(self.datastore.close)
         self.file_calls.close()
+
+
+def choose_disks(settings: Settings) -> tuple[bool, str]:
+    """A disk of its own per sandbox (``on``), none (``off``), or ``auto``: on when a trial disk
+    can be made and mounted here; otherwise sandboxes write to the data dir's filesystem, unbounded,
+    and the server says so at start and in every sandbox's status."""
+    from .sandbox_disk import probe
+    mode = settings.disk_quota
+    if mode == "off":
+        return False, "disk quotas are off (--disk-quota off)"
+    problem = probe(settings.data_dir / "runtime")
+    if problem is None:
+        return True, ""
+    if mode == "on":
+        raise RuntimeUnavailableError(f"disk quotas requested (--disk-quota on) but unavailable: {problem}")
+    note = f"disk quotas unavailable ({problem}): a sandbox's writes are bounded only by the data dir's filesystem"
+    log.warning("%s", note)
+    return False, note
 
 
 def choose_networks(settings: Settings):

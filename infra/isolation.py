@@ -35,6 +35,8 @@ class SandboxIsolation:
     limits: Limits
     cgroup: SandboxCgroup | None = None
     netns_path: str | None = None  # joined before privileges are dropped (per-sandbox network)
+    rootfs: str | None = None      # the overlay over its image (infra.rootfs), bound at / by each launch
+    workspace_dir: str = ""
     notes: list[str] = field(default_factory=list)
 
 
@@ -67,7 +69,9 @@ def sandbox_uid(sandbox_id: str, workspace: str) -> int:
     if current is not None and UID_BASE <= current < UID_BASE + UID_SPAN:
         own_tmp(ws, current)
         return current
-    taken = {_owner(other / "workspace") for other in ws.parent.parent.iterdir() if other != ws.parent}
+    own = ws.parent.parent if ws.parent.name == "disk" else ws.parent  # on its own disk, or not
+    taken = {_owner(workspace) for other in own.parent.iterdir() if other != own
+             for workspace in (other / "workspace", other / "disk" / "workspace")}
     start = int.from_bytes(hashlib.sha256(sandbox_id.encode()).digest()[:8], "big") % UID_SPAN
     for step in range(UID_SPAN):
         uid = UID_BASE + (start + step) % UID_SPAN

@@ -47,6 +47,7 @@ from .isolation import DEFAULT_PIDS_MAX, SandboxIsolation, limits_for, sandbox_u
 from .sandbox_tmp import sandbox_tmp_dir
 from . import start_check
 from .launch_chain import CHAIN_PATH, Hardening, chain_argv
+from .rootfs import mount_rootfs, unmount_rootfs
 
 log = logging.getLogger(__name__)
 OOM_KILLED = "oom_killed"
@@ -117,6 +118,8 @@ class BwrapRuntime:
         # sandbox id -> the network namespace its processes join (e.g. /run/netns/<name>), or
         # None for the host's; set by whoever owns per-sandbox networking.
         self.netns_for: Callable[[str], str | None] | None = None
+        # image digest -> its unpacked rootfs (infra.images), set when there is an image store.
+        self.image_rootfs: Callable[[str], str] | None = None
 
     def isolate(self, sandbox_id: str, workspace_dir: str, config: dict) -> "BoundRuntime":
         hard = self.hardening
@@ -126,7 +129,19 @@ class BwrapRuntime:
         limits = limits_for(config, hard.pids_max)
         cgroup = hard.cgroups.create(sandbox_id, limits) if hard.cgroups is not None else None
         netns = self.netns_for(sandbox_id) if self.netns_for is not None else None
-        return BoundRuntime(self, SandboxIsolation(sandbox_id, uid, limits, cgroup, netns_path=netns))
+        isolation = SandboxIsolation(sandbox_id, uid, limits, cgroup, netns_path=netns, workspace_dir=workspace_dir)
+        image = (config.get("rootfs") or {}).get("image")
+        if image and self.image_rootfs is not None and uid is not None:
+            try:
+                isolation.rootfs = mount_rootfs(workspace_dir, self.image_rootfs(image), uid)
+            except BaseException:
+                if cgroup is not None:
+                    cgroup.remove()
+                raise
+        elif image:
+            log.warning("sandbox %s: image %s needs the server to run as root; it runs on the host's "
+                        "system", sandbox_id, image)
+        return BoundRuntime(self, isolation)
 
     def launch(
         self,
@@ -164,7 +179,7 @@ class BwrapRuntime:
             self._env, f"--ignore-signal={_SHIELDED_SIGNALS}",
             self._bwrap,
             *(self._namespace_args(isolation) if hard else []),
-            *self._system_args,
+            *(self._rootfs_args(hard) if isolation is not None and isolation.rootfs else self._system_args),
             "--dir", WORKSPACE,
             *bind,
             "--dev", "/dev",
@@ -180,6 +195,12 @@ class BwrapRuntime:
             return Launch(argv=wrapped, cwd=workspace_dir, env=outer_env, terminal=terminal)
         return Launch(argv=wrapped, cwd=workspace_dir, env=outer_env, terminal=terminal, start_report=True,
                       on_start_failed=lambda: self._forget_attempt(isolation, attempt_id))
+
+    @staticmethod
+    def _rootfs_args(hard: Hardening) -> list[str]:
+        # The image's own system, writable through its overlay; DNS as on the host (the image's
+        # resolv.conf names nothing this host can reach).
+        return ["--bind", hard.stage_root_dir, "/", "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
 
     @staticmethod
     def _namespace_args(isolation: SandboxIsolation | None) -> list[str]:
@@ -261,14 +282,19 @@ class BoundRuntime:
         if hard is not None and self.isolation is not None:
             hard.forget_all_env(self.isolation.sandbox_id)
         cgroup = self.isolation.cgroup if self.isolation else None
-        if cgroup is None:
-            return
-        for _ in range(50):
-            cgroup.kill_all()
-            if cgroup.remove():
+        try:
+            if cgroup is None:
                 return
-            time.sleep(0.02)  # killed tasks leave their cgroup a moment after the signal
-        log.warning("sandbox %s: cgroups still busy after the release", self.isolation.sandbox_id)
+            for _ in range(50):
+                cgroup.kill_all()
+                if cgroup.remove():
+                    return
+                time.sleep(0.02)  # killed tasks leave their cgroup a moment after the signal
+            log.warning("sandbox %s: cgroups still busy after the release", self.isolation.sandbox_id)
+        finally:
+            if self.isolation is not None and self.isolation.rootfs:  # after its processes are gone
+                unmount_rootfs(self.isolation.workspace_dir)
+                self.isolation.rootfs = None
 def tmp_binds(workspace_dir: str) -> list[str]:
     tmp = sandbox_tmp_dir(workspace_dir)
     return ["--bind", tmp, "/tmp"] if tmp else ["--tmpfs", "/tmp"]

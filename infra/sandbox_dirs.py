@@ -2,7 +2,9 @@
 
 The sandbox directory is its "rootfs": ``workspace/`` is what its processes see at
 /workspace, ``tmp/`` their /tmp under bwrap, ``state/`` holds its store and checkpoint
-manifest and is never visible to them.
+manifest and is never visible to them. With per-sandbox disks (``infra.sandbox_disk``) what the
+sandbox writes moves onto its own disk, mounted at ``disk/``: ``disk/{workspace,tmp,upper,work}``;
+``state/`` stays on the data dir's filesystem, so a full sandbox never stops a store.
 
 Modes: ``sandboxes/`` and each sandbox's directory are 0700 and the server's, so no other
 local user reaches a workspace or a /tmp through them; ``workspace/`` and ``tmp/`` are handed
@@ -25,9 +27,11 @@ import uuid
 from pathlib import Path
 
 from .disk_reserve import CLAIM_ROOM, DiskReserve
+from .sandbox_disk import IMAGE_NAME, MOUNT_NAME, create_disk, disk_usage, mount_disk, unmount_disk
 from .tree_walk import remove_path, tree_usage
 
 log = logging.getLogger(__name__)
+DEFAULT_DISK_BYTES = 8 * 2**30
 
 PRIVATE = 0o700
 REMOVING_PREFIX = ".removing-"
@@ -35,8 +39,11 @@ RETRY_EVERY_S = 5.0
 
 
 class SandboxDirectories:
-    def __init__(self, data_dir: Path, reserve: DiskReserve | None = None) -> None:
+    def __init__(self, data_dir: Path, reserve: DiskReserve | None = None, disks: bool = False,
+                 quota_note: str = "") -> None:
         self.reserve = reserve  # the server's own room on the filesystem: claims stop above it
+        self.disks = disks  # a disk of its own per new sandbox (its ephemeral_storage)
+        self.quota_note = quota_note  # why there are none, when there are none
         self.root = data_dir / "sandboxes"
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, PRIVATE)
@@ -61,24 +68,36 @@ class SandboxDirectories:
     def path(self, sandbox_id: str) -> Path:
         return self.root / sandbox_id
 
+    def rootfs_path(self, sandbox_id: str) -> Path:
+        """Where its workspace, /tmp and writable layer are: on its disk when it has one."""
+        path = self.path(sandbox_id)
+        return path / MOUNT_NAME if (path / IMAGE_NAME).exists() else path
+
     def workspace(self, sandbox_id: str) -> str:
-        return str(self.path(sandbox_id) / "workspace")
+        return str(self.rootfs_path(sandbox_id) / "workspace")
 
     def state_dir(self, sandbox_id: str) -> Path:
         return self.path(sandbox_id) / "state"
 
-    def create(self, sandbox_id: str) -> None:
+    def create(self, sandbox_id: str, rootfs: dict | None = None) -> None:
         self.path(sandbox_id).mkdir(mode=PRIVATE)
-        (self.path(sandbox_id) / "workspace").mkdir()
-        (self.path(sandbox_id) / "tmp").mkdir(mode=PRIVATE)  # the sandbox's /tmp under bwrap
         self.state_dir(sandbox_id).mkdir(mode=PRIVATE)
+        base = self.path(sandbox_id)
+        if self.disks:
+            base = create_disk(base, _aligned((rootfs or {}).get("disk_bytes") or DEFAULT_DISK_BYTES))
+        make_parts(base)
         self.secure(sandbox_id)
+
+    def prepare(self, sandbox_id: str, rootfs: dict | None) -> None:
+        """Its disk mounted (a paused sandbox's after a server restart, or a resumed one's)."""
+        if (self.path(sandbox_id) / IMAGE_NAME).exists():
+            mount_disk(self.path(sandbox_id))
 
     def secure(self, sandbox_id: str) -> None:
         """The server's modes on the sandbox's own directories (older data dirs had 0755 and a
         root-owned 1777 /tmp); the uid that owns workspace/ and tmp/ is set by the isolation."""
-        base = self.path(sandbox_id)
-        for path in (base, base / "tmp", base / "state"):  # none is visible inside a sandbox
+        base, parts = self.path(sandbox_id), self.rootfs_path(sandbox_id)
+        for path in (base, parts / "tmp", base / "state"):  # none is visible inside a sandbox
             if path.is_dir() and not path.is_symlink():
                 os.chmod(path, PRIVATE)
 
@@ -95,21 +114,27 @@ class SandboxDirectories:
         with self._lock:
             walk = self._walks.setdefault(sandbox_id, [threading.Lock(), None])
         if not walk[0].acquire(blocking=walk[1] is None):
-            return {"workspace_bytes": walk[1]}
+            return {"workspace_bytes": walk[1], **self._disk_usage(sandbox_id)}
         try:
             try:
                 walk[1] = tree_usage(self.workspace(sandbox_id))
             except FileNotFoundError:
                 walk[1] = 0
-            return {"workspace_bytes": walk[1]}
+            return {"workspace_bytes": walk[1], **self._disk_usage(sandbox_id)}
         finally:
             walk[0].release()
+
+    def _disk_usage(self, sandbox_id: str) -> dict[str, int]:
+        """With a disk of its own: what the whole disk holds against its limit."""
+        path = self.path(sandbox_id)
+        return disk_usage(path) if (path / IMAGE_NAME).exists() else {}
 
     # ---- removal --------------------------------------------------------------------------
     def remove(self, sandbox_id: str) -> None:
         with self._lock:
             self._walks.pop(sandbox_id, None)
         path = self.path(sandbox_id)
+        unmount_disk(path)  # its disk first: the removal must not walk into a mounted filesystem
         try:
             remove_path(str(path))
             return
@@ -159,3 +184,19 @@ class SandboxDirectories:
                     self._pending.discard(path)
             self._wake.wait(RETRY_EVERY_S)
             self._wake.clear()
+
+    def close(self) -> None:
+        """Server stop: every sandbox's disk unmounted (the next start mounts what it runs)."""
+        for entry in self.root.iterdir():
+            if (entry / IMAGE_NAME).exists():
+                unmount_disk(entry)
+
+
+def make_parts(base: Path) -> None:
+    """workspace/ and tmp/ (the sandbox's /tmp under bwrap); the isolation hands both to its uid."""
+    (base / "workspace").mkdir(exist_ok=True)
+    (base / "tmp").mkdir(mode=PRIVATE, exist_ok=True)
+
+
+def _aligned(size: int) -> int:
+    return max(4096, int(size) // 4096 * 4096)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import workspace_checkpoint
 from .checkpoint import Checkpoints
-from .sandbox_dirs import SandboxDirectories
+from .sandbox_dirs import SandboxDirectories, make_parts
 from .tree_walk import remove_path
 
 
@@ -30,44 +30,48 @@ class SharedCheckpoints(Checkpoints):
 
     def fetch(self, sandbox_id: str, newest_here: bool) -> None:
         local = self.dirs.path(sandbox_id)
-        if newest_here and (local / "workspace").is_dir():
+        if local.exists():
+            self.dirs.prepare(sandbox_id, None)  # its disk mounted, when it has one here
+        if newest_here and (self.dirs.rootfs_path(sandbox_id) / "workspace").is_dir():
             return
-        if workspace_checkpoint.read_manifest(self.shared, sandbox_id) is None:
-            ensure_dirs(self.dirs, sandbox_id)  # never checkpointed: it starts from empty
+        manifest = workspace_checkpoint.read_manifest(self.shared, sandbox_id)
+        if manifest is None:
+            ensure_dirs(self.dirs, sandbox_id, None)  # never checkpointed: it starts from empty
             return
-        staging = local.with_name(f".{sandbox_id}.restoring.{os.getpid()}")
+        ensure_dirs(self.dirs, sandbox_id, manifest.get("disk_bytes"))
+        base = self.dirs.rootfs_path(sandbox_id)  # on its disk, when it has one: renames stay on it
+        staging = base / f".restoring.{os.getpid()}"
         _remove_quietly(staging)
         try:
             workspace_checkpoint.restore(self.shared, sandbox_id, staging)
-            ensure_dirs(self.dirs, sandbox_id)
             for part in workspace_checkpoint.PARTS:
-                target = local / part
+                target = base / part
                 _remove_quietly(target)
                 if (staging / part).exists():
                     os.replace(staging / part, target)
-            ensure_dirs(self.dirs, sandbox_id)
+            ensure_dirs(self.dirs, sandbox_id, None)
         finally:
             _remove_quietly(staging)
 
     def seal(self, sandbox_id: str, store) -> None:
         store.journal.seal()
-        workspace_checkpoint.save(self.dirs.path(sandbox_id), self.shared, sandbox_id,
-                                  store.sandbox.runtime_generation)
+        rootfs = store.sandbox.config.get("rootfs") or {}
+        extra = {"disk_bytes": rootfs["disk_bytes"]} if rootfs.get("disk_bytes") else {}
+        workspace_checkpoint.save(self.dirs.rootfs_path(sandbox_id), self.shared, sandbox_id,
+                                  store.sandbox.runtime_generation, extra)
 
     def remove(self, sandbox_id: str) -> None:
         _remove_quietly(self.shared / sandbox_id)
 
 
-def ensure_dirs(dirs: SandboxDirectories, sandbox_id: str) -> None:
-    """The sandbox's local dirs on this node, as ``SandboxDirectories.create`` makes them."""
+def ensure_dirs(dirs: SandboxDirectories, sandbox_id: str, disk_bytes: int | None) -> None:
+    """The sandbox's local dirs on this node, as ``SandboxDirectories.create`` makes them (its disk
+    of ``disk_bytes`` when this node gives sandboxes disks)."""
     if not dirs.path(sandbox_id).exists():
-        dirs.create(sandbox_id)
+        dirs.create(sandbox_id, {"disk_bytes": disk_bytes} if disk_bytes else None)
         return
-    for part, mode in (("workspace", 0o755), ("tmp", 0o700)):  # tmp: the sandbox uid's (infra.isolation)
-        path = dirs.path(sandbox_id) / part
-        if not path.exists():
-            path.mkdir(mode=mode)
-            path.chmod(mode)
+    dirs.prepare(sandbox_id, None)
+    make_parts(dirs.rootfs_path(sandbox_id))
     dirs.state_dir(sandbox_id).mkdir(mode=0o700, exist_ok=True)
     dirs.secure(sandbox_id)
 

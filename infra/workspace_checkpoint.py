@@ -38,7 +38,9 @@ from .checkpoint import fsync_dir, write_atomic
 from .tree_walk import DIR_OPEN, remove_path, walk_tree
 
 MANIFEST = "manifest.json"
-PARTS = ("workspace", "tmp")  # the only top-level names an archive may hold
+PARTS = ("workspace", "tmp", "upper")  # the only top-level names an archive may hold (upper: an image
+# sandbox's writable layer, infra.rootfs)
+WHITEOUT_PART = "upper"  # overlayfs records a deleted image file as a 0:0 character device there
 LEVEL = 3
 BLOCK = 1 << 20
 
@@ -52,7 +54,8 @@ class UnsafeEntryError(CheckpointError):
 
 
 # ---- save ----------------------------------------------------------------------------------------
-def save(sandbox_dir: Path, checkpoint_dir: Path, sandbox_id: str, generation: int) -> dict:
+def save(sandbox_dir: Path, checkpoint_dir: Path, sandbox_id: str, generation: int,
+         extra: dict | None = None) -> dict:
     """Archive ``sandbox_dir``'s workspace/ and tmp/ into ``checkpoint_dir/sandbox_id/`` and
     return the manifest written next to it (blocking: run it in a thread)."""
     started = time.monotonic()
@@ -85,7 +88,7 @@ def save(sandbox_dir: Path, checkpoint_dir: Path, sandbox_id: str, generation: i
     manifest = {"version": 1, "sandbox_id": sandbox_id, "runtime_generation": generation,
                 "archive": name, "sha256": digest.hexdigest(), "size": size, "entries": entries,
                 "raw_bytes": raw, "owner_uid": workspace.stat().st_uid if workspace.exists() else None,
-                "saved_at": time.time(), "save_seconds": round(time.monotonic() - started, 3)}
+                "saved_at": time.time(), "save_seconds": round(time.monotonic() - started, 3), **(extra or {})}
     write_atomic(target / MANIFEST, json.dumps(manifest, indent=1).encode())
     for old in target.glob("workspace-*.tar.zst"):
         if old.name != name:
@@ -155,6 +158,8 @@ def _tarinfo(dir_fd: int, name: str | None, arcname: str, inodes: dict) -> tarfi
         info.type, info.linkname = tarfile.SYMTYPE, os.readlink(name, dir_fd=dir_fd)
     elif stat.S_ISFIFO(st.st_mode):
         info.type = tarfile.FIFOTYPE
+    elif stat.S_ISCHR(st.st_mode) and st.st_rdev == 0 and arcname.startswith(WHITEOUT_PART + "/"):
+        info.type, info.devmajor, info.devminor = tarfile.CHRTYPE, 0, 0  # an overlay whiteout
     else:
         return None
     return info
@@ -227,7 +232,9 @@ def _guard(dest: str, remap: dict[int, int]):
         parts = PurePosixPath(member.name).parts
         if member.name.startswith("/") or not parts or ".." in parts or parts[0] not in PARTS:
             raise UnsafeEntryError(f"entry outside workspace/ and tmp/: {member.name!r}")
-        if not (member.isreg() or member.isdir() or member.issym() or member.islnk() or member.isfifo()):
+        whiteout = member.ischr() and member.devmajor == 0 and member.devminor == 0 and parts[0] == WHITEOUT_PART
+        if not (member.isreg() or member.isdir() or member.issym() or member.islnk() or member.isfifo()
+                or whiteout):
             raise UnsafeEntryError(f"entry of a kind never restored (device?): {member.name!r}")
         target = os.path.join(dest, *parts)
         # Through a symlink extracted earlier, a later entry could land anywhere.

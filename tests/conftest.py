@@ -90,3 +90,24 @@ def pg_url(pg_cluster):
     pg_cluster.sql(f"CREATE DATABASE {name} TEMPLATE sessiond_template")
     yield pg_cluster.url(name)
     pg_cluster.sql(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def pytest_sessionfinish(session):
+    """Servers a test killed (-9) leave their sandboxes' disks and overlays mounted (a clean stop
+    unmounts them): unmount whatever is still mounted under this run's temporary directories."""
+    import subprocess
+
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None:
+        return
+    try:
+        base = str(factory.getbasetemp())
+    except (OSError, ValueError):
+        return
+    try:
+        from session_supervisor.infra.rootfs import mount_points
+        leftovers = sorted((p for p in mount_points() if p.startswith(base + "/")), reverse=True)
+    except OSError:
+        return
+    for point in leftovers:
+        subprocess.run(["umount", "--lazy", point], check=False, capture_output=True)

@@ -71,7 +71,9 @@ async def create_sandbox(request: Request):
     taken = await manager(request).list_all(visible_to=owner) if name else []
     if any(shapes.sandbox_facts(sb).get("name") == name for sb in taken):
         raise ApiError(409, "conflict", f"sandbox name {name!r} already exists")
-    sandbox = await manager(request).claim("default", config, owner=owner)
+    # An image the store holds (pinned, or a name imported here) is the sandbox's root filesystem;
+    # any other is recorded and shown back, and the sandbox runs on the host's system as before.
+    sandbox = await manager(request).claim("default", config, owner=owner, image=config["aerolvm"]["image"])
     return reply(shapes.render_sandbox(sandbox), 201)
 
 

@@ -18,6 +18,7 @@ from ..errors import ApiError
 from ..schemas import ok, parse_json, render_claim, render_sandbox
 from ..webhook_config import claim_webhook
 from .services import parse_services
+from ..template_wire import disk_quantity
 
 bp = Blueprint("sandboxes", url_prefix="/api/v1/sandboxes")
 
@@ -100,6 +101,13 @@ def check_services_resume(config: dict) -> None:
         raise _bad(str(exc)) from None
 
 
+def claim_disk_bytes(body) -> int | None:
+    """``config.resources.ephemeral_storage`` of a claim (an extension: the template's otherwise)."""
+    resources = ((body or {}).get("config") or {}).get("resources") or {}
+    value = resources.get("ephemeral_storage") if isinstance(resources, dict) else None
+    return None if value is None else disk_quantity(value, "config.resources.ephemeral_storage")
+
+
 def parse_network(policy) -> dict:
     try:
         return normalize_policy(policy)
@@ -151,7 +159,8 @@ async def claim(request: Request):
     webhook = await claim_webhook(request, body.get("config"))
     if webhook is not None:
         config["webhook"] = webhook
-    sandbox = await manager(request).claim(template, config, owner=principal_of(request))
+    sandbox = await manager(request).claim(template, config, owner=principal_of(request),
+                                           disk_bytes=claim_disk_bytes(body))
     return ok(render_claim(sandbox), 201)
 
 
@@ -202,7 +211,10 @@ async def sandbox_status(request: Request, sandbox_id: str):
     status = {k: sandbox[k] for k in ("template_id", "team_id", "runtime_id", "pod_name", "status",
                                       "claimed_at", "created_at", "expires_at", "hard_expires_at")}
     status = {"sandbox_id": sandbox["id"], **status}
-    status["resource_usage"] = await manager(request).usage(sandbox_id)
+    status["resource_usage"] = usage = await manager(request).usage(sandbox_id)
+    dirs = request.app.ctx.container.dirs
+    if "disk_limit_bytes" not in usage and dirs is not None:  # no disk of its own: say why
+        usage["disk_quota"] = dirs.quota_note or "this sandbox was made before disk quotas"
     return ok(status)
 
 

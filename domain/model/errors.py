@@ -192,6 +192,37 @@ class FileTooLargeError(FileError):
     code = "file_too_large"
 
 
+# ---- templates and images -----------------------------------------------------------------------
+class TemplateNotFoundError(NotFoundError):
+    def __init__(self, message: str = "template not found") -> None:
+        super().__init__(message)
+
+
+class ImageNotFoundError(NotFoundError):
+    """A digest-pinned image reference the image store does not hold."""
+
+
+class TemplateExistsError(ConflictError):
+    def __init__(self, message: str = "template already exists") -> None:
+        super().__init__(message)
+
+
+class TemplateNotReadyError(ConflictError):
+    """Its creation is in progress (``retry_after``) or failed."""
+
+    def __init__(self, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class InvalidTemplateError(InvalidRequestError):
+    """A template spec or image reference the server refuses (400 bad_request)."""
+
+
+class TemplateForbiddenError(DomainError):
+    """A field only the platform may set (403 forbidden)."""
+
+
 # ---- access: API keys, teams and what a principal may do (the gateway's codes) ------------------
 class UnauthorizedError(DomainError):
     """No valid credential: an unknown, deactivated or expired key (401 unauthorized)."""

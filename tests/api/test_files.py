@@ -19,7 +19,7 @@ import sandbox0
 from sandbox0.errors import APIError
 from sandbox0.sandbox import CmdOptions
 from tests.conftest import make_http
-from tests.helpers import TOKEN, err, ok
+from tests.helpers import TOKEN, err, ok, workspace_dir
 from tests.serverproc import ServerProcess
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
@@ -117,7 +117,7 @@ def test_symlinks_planted_by_the_sandbox_resolve_inside_it(client, sandbox, bwra
     other = client.sandboxes.claim("default")
     try:
         other.write_file("/workspace/secret", b"other sandbox's secret")
-        other_ws = f"{bwrap_server.data_dir}/sandboxes/{other.id}/workspace"
+        other_ws = str(workspace_dir(bwrap_server.data_dir, other.id))
         sh(sandbox, f"""cd /workspace
             ln -s /etc/passwd passwd
             ln -s ../../{other.id}/workspace other-rel
@@ -249,7 +249,7 @@ def test_a_link_swapped_in_while_the_api_writes_never_redirects_the_write(client
     workspace (by its host path and by a climbing relative path) while files are written into it."""
     other = client.sandboxes.claim("default")
     try:
-        other_ws = f"{bwrap_server.data_dir}/sandboxes/{other.id}/workspace"
+        other_ws = str(workspace_dir(bwrap_server.data_dir, other.id))
         sandbox.mkdir("/workspace/d")
         racer = sandbox.cmd_stream("race", CmdOptions(command=["sh", "-c", f"""
             cd /workspace; end=$(($(date +%s) + 4)); echo racing

@@ -16,6 +16,7 @@ from session_supervisor.infra.segment_format import RECORD, REF, SEGMENTS_DIR, i
 from tests.conftest import make_http
 from tests.helpers import (
     all_events, claim_sandbox, create_session, get_session, ok, output_bytes, spath, wait_event, wait_for,
+    workspace_dir,
 )
 from tests.serverproc import ServerProcess
 
@@ -27,7 +28,7 @@ OUTPUT = "supervisor.Session.Output"
 def sandbox_with_file(http, server: ServerProcess, block: bytes) -> tuple[str, Path, Path]:
     """A new sandbox, its state dir, and ``block`` written to a file in its workspace."""
     sb = claim_sandbox(http)
-    source = server.data_dir / "sandboxes" / sb / "workspace" / "stream.bin"
+    source = workspace_dir(server.data_dir, sb) / "stream.bin"
     source.write_bytes(block)
     return sb, server.data_dir / "sandboxes" / sb / "state", source
 

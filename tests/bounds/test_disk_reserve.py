@@ -1,5 +1,5 @@
 """One sandbox fills the (small, real) filesystem that holds the data dir, with no per-sandbox
-quota: the server's own reserve keeps another sandbox's sessions, a pause and /healthz working,
+quota (--disk-quota off): the server's own reserve keeps another sandbox's sessions, a pause and /healthz working,
 and what would be written for a tenant (uploads, claims) is refused with 507 instead. Then, the
 disk full for root too: every write path answers 507 (never 500), and all of it works again
 once space is free.
@@ -70,7 +70,7 @@ def echo_works(http, sb: str, word: str) -> bool:
 @pytest.mark.timeout(600)
 def test_a_sandbox_filling_the_disk_leaves_the_others_working_from_the_servers_reserve(small_ext4, tmp_path):
     server = LoggedOutside(small_ext4 / "data", tmp_path, token=TOKEN, runtime="bwrap",
-                           extra_args=["--disk-reserve", SERVER_RESERVE])
+                           extra_args=["--disk-reserve", SERVER_RESERVE, "--disk-quota", "off"])
     with server, make_http(server.url) as http:
         http.timeout = 120.0
         filler, other = claim_sandbox(http), claim_sandbox(http)
@@ -131,7 +131,7 @@ def fill_as_root(path) -> None:
 @pytest.mark.timeout(600)
 def test_on_a_disk_full_for_root_too_every_write_path_answers_507(small_ext4, tmp_path):
     server = LoggedOutside(small_ext4 / "data", tmp_path, token=TOKEN, runtime="bwrap",
-                           extra_args=["--disk-reserve", SERVER_RESERVE])
+                           extra_args=["--disk-reserve", SERVER_RESERVE, "--disk-quota", "off"])
     with server, make_http(server.url) as http:
         http.timeout = 120.0
         sb, paused = claim_sandbox(http), claim_sandbox(http)

@@ -13,7 +13,8 @@ import httpx
 import pytest
 from websockets.sync.client import connect as ws_connect
 
-from tests.helpers import b64, claim_sandbox, create_session, get_session, ok, output_bytes, wait_for, write_input
+from tests.helpers import (b64, claim_sandbox, create_session, get_session, ok, output_bytes, wait_for,
+                           workspace_dir, write_input)
 
 from .conftest import LEASE_SECONDS, TOKEN, node
 
@@ -109,7 +110,7 @@ def test_pause_on_one_node_and_resume_through_the_other_moves_the_sandbox_with_i
     with a.client() as on_a, b.client() as on_b:
         sb = claim_sandbox(on_a)
         sid = create_session(on_a, sb, {"command": ["sh", "-c", "echo kept > note.txt; exec cat"]})["id"]
-        wait_for(lambda: (a.server.data_dir / "sandboxes" / sb / "workspace" / "note.txt").exists())
+        wait_for(lambda: (workspace_dir(a.server.data_dir, sb) / "note.txt").exists())
         before = get_session(on_a, sb, sid)
         old_pid, generation = before["attempt"]["pid"], before["runtime_generation"]
         latest = journal(on_a, sb, sid)[-1]["seq"]
@@ -121,7 +122,7 @@ def test_pause_on_one_node_and_resume_through_the_other_moves_the_sandbox_with_i
         assert after["runtime_generation"] == generation + 1
         assert b.server.proc.pid in ancestors(after["attempt"]["pid"])
         assert a.server.proc.pid not in ancestors(after["attempt"]["pid"])
-        assert (b.server.data_dir / "sandboxes" / sb / "workspace" / "note.txt").read_text() == "kept\n"
+        assert (workspace_dir(b.server.data_dir, sb) / "note.txt").read_text() == "kept\n"
         events = journal(on_a, sb, sid)
         assert [e["seq"] for e in events] == list(range(1, len(events) + 1)) and events[-1]["seq"] > latest
         assert "attempt.exited:runtime_replaced" in types(events)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import claim_sandbox, create_session, events, output_bytes, run_to_exit, wait_event
+from tests.helpers import claim_sandbox, create_session, events, output_bytes, run_to_exit, wait_event, workspace_dir
 from tests.security.probes import ESCAPES, IPC_INTRUDER, IPC_OWNER
 
 EXPECTED_REFUSED = (
@@ -61,7 +61,7 @@ def test_a_sandbox_is_root_inside_and_an_unprivileged_uid_outside(hardened, http
     lines = out.decode().split("\n")
     inside, outside, count = lines[1].split()
     assert (lines[0], inside, count) == ("0", "0", "1")
-    owner = (sandbox_dir(hardened, sb) / "workspace" / "mine").stat().st_uid
+    owner = (workspace_dir(hardened.data_dir, sb) / "mine").stat().st_uid
     assert owner == int(outside) >= 100_000
     other = claim_sandbox(http)
     exited, out = run_to_exit(http, other, ["cat", "/proc/self/uid_map"])
@@ -74,13 +74,13 @@ def test_no_path_reaches_another_sandbox_or_any_store(hardened, http):
     assert exited["exit_code"] == 0
     store = sandbox_dir(hardened, a) / "state" / "journal.sqlite"
     before = store.read_bytes() if store.exists() else b""
-    targets = [str(sandbox_dir(hardened, a) / "workspace" / "x"), str(store), str(hardened.data_dir),
-               f"/proc/1/root{sandbox_dir(hardened, a)}/workspace/x", "/workspace/../state"]
+    targets = [str(workspace_dir(hardened.data_dir, a) / "x"), str(store), str(hardened.data_dir),
+               f"/proc/1/root{workspace_dir(hardened.data_dir, a)}/x", "/workspace/../state"]
     script = "; ".join(f"cat {t} 2>/dev/null && echo LEAK; ls {t} 2>/dev/null && echo LEAK" for t in targets)
     script += "; rm -f /workspace/../state/journal.sqlite 2>/dev/null; find / -name journal.sqlite 2>/dev/null"
     exited, out = run_to_exit(http, b, ["sh", "-c", script], timeout=60)
     assert b"LEAK" not in out and b"secret-a" not in out and b"journal.sqlite" not in out, out
-    assert (sandbox_dir(hardened, a) / "workspace" / "x").read_text() == "secret-a\n"
+    assert (workspace_dir(hardened.data_dir, a) / "x").read_text() == "secret-a\n"
     assert store.exists()
     with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:  # the journal is intact
         assert db.execute("select count(*) from stored_events").fetchone()[0] > 0

@@ -10,7 +10,8 @@ import time
 
 import httpx
 
-from tests.helpers import claim_sandbox, create_session, events, ok, output_bytes, run_to_exit, wait_event, wait_for
+from tests.helpers import (claim_sandbox, create_session, events, ok, output_bytes, run_to_exit, wait_event, wait_for,
+                           workspace_dir)
 
 FORK_BOMB = r'''
 import subprocess, time
@@ -45,7 +46,7 @@ def claim(http, **config) -> str:
 
 def test_a_fork_bomb_stops_at_the_pids_cap_and_leaves_nothing_behind(hardened, http):
     bomb, calm = claim_sandbox(http), claim_sandbox(http)
-    uid = (hardened.data_dir / "sandboxes" / bomb / "workspace").stat().st_uid
+    uid = workspace_dir(hardened.data_dir, bomb).stat().st_uid
     sid = create_session(http, bomb, {"command": ["/usr/bin/python3", "-c", FORK_BOMB]})["id"]
     wait_event(http, bomb, sid, lambda e: b"started" in output_bytes(events(http, bomb, sid)), timeout=90)
     out = output_bytes(events(http, bomb, sid)).decode()
@@ -100,7 +101,7 @@ def test_status_reports_the_workspace_disk_usage(hardened, http):
 
 def test_pause_and_resume_keep_the_sandbox_uid_and_its_limits(hardened, http):
     sb = claim(http, resources={"memory": "256Mi"})
-    uid = (hardened.data_dir / "sandboxes" / sb / "workspace").stat().st_uid
+    uid = workspace_dir(hardened.data_dir, sb).stat().st_uid
     sid = create_session(http, sb, {"command": ["sleep", "600"],
                                     "lifecycle": {"runtime_recovery": "restart"}})["id"]
     ok(http.post(f"/api/v1/sandboxes/{sb}/pause", json={}), 200)
@@ -111,7 +112,7 @@ def test_pause_and_resume_keep_the_sandbox_uid_and_its_limits(hardened, http):
     wait_for(lambda: processes_of(uid), timeout=30, describe="the resumed attempt to run as the same uid")
     usage = ok(http.get(f"/api/v1/sandboxes/{sb}/status"), 200)["resource_usage"]
     assert usage["container_memory_limit"] == 256 * 2**20
-    assert (hardened.data_dir / "sandboxes" / sb / "workspace").stat().st_uid == uid
+    assert workspace_dir(hardened.data_dir, sb).stat().st_uid == uid
 
 
 
