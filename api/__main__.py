@@ -15,6 +15,7 @@ from session_supervisor.infra.settings import Settings
 from . import image_cli
 from .data_dir import default_data_dir, is_loopback_host
 from .edge_flags import add_edge_arguments, edge_settings
+from .snapshot_flags import add_snapshot_arguments, snapshot_settings
 from .operator_log import LEVELS, configure_logging, set_process_title, startup_line
 
 log = logging.getLogger("sessiond")
@@ -155,6 +156,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                          help="a sandbox whose node stopped renewing for this long moves to another node "
                               "(env SESSIOND_LEASE_SECONDS; default %(default)s)")
     add_edge_arguments(serve)
+    add_snapshot_arguments(serve)
     serve.add_argument("--log-level", choices=LEVELS, default=env("SESSIOND_LOG_LEVEL", "info"),
                        help="env SESSIOND_LOG_LEVEL; default %(default)s")
     serve.add_argument("--access-log", action="store_true",
@@ -195,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
                         network=args.network, token_file=token_file, sandbox_pids_max=args.sandbox_pids_max,
                         sandbox_conntrack_max=args.sandbox_conntrack_max, sandbox_new_flows=args.sandbox_new_flows,
                         disk_reserve=args.disk_reserve, disk_quota=args.disk_quota,
-                        **cluster_settings(args), **edge_settings(args))
+                        **cluster_settings(args), **edge_settings(args), **snapshot_settings(args))
     serve(settings, access_log=args.access_log)
     os.close(lock_fd)
 

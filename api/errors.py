@@ -21,6 +21,7 @@ STATUS: list[tuple[type, int, str]] = [
     (e.TemplateForbiddenError, 403, "forbidden"),
     (e.SessionNotFoundError, 404, "session_not_found"),
     (e.SandboxNotFoundError, 404, "not_found"),
+    (e.SnapshotNotFoundError, 404, "not_found"),
     (e.CursorExpiredError, 410, "event_cursor_expired"),
     (e.InputBufferFullError, 429, "input_buffer_full"),
     (e.InsufficientStorageError, 507, "insufficient_storage"),

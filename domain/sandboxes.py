@@ -14,7 +14,7 @@ from typing import Callable
 from .commits import CommitPipeline
 from .hub import Hub
 from .model.access import Principal
-from .model.errors import InsufficientStorageError, SandboxNotFoundError, UnavailableError
+from .model.errors import InsufficientStorageError, SandboxNotFoundError, SnapshotNotFoundError, UnavailableError
 from .model.ids import sandbox_id_from
 from .model.sandbox import FailedSandbox, Sandbox
 from .deadlines import Deadlines
@@ -29,7 +29,9 @@ from .ports import (
     SandboxFiles,
     SandboxNetworks,
     SandboxOwnership,
+    RootfsSnapshotStore,
 )
+from .rootfs_snapshots import RootfsSnapshots
 from .runtime_transitions import MIN_FREE_BYTES, RuntimeTransitions
 from .sandbox_runtime import SandboxRuntime
 from .store_faults import store_error
@@ -50,7 +52,8 @@ class SandboxManager:
                  pty_runner: ProcessRunner, isolator: Isolator, clock: Clock, new_uuid_hex: Callable[[], str], base_env: dict[str, str],
                  reap: Callable[[int, int], object], checkpoints: Checkpoints | None = None,
                  networks: SandboxNetworks | None = None, ownership: SandboxOwnership | None = None,
-                 lease_seconds: float = 15.0, templates: Templates | None = None):
+                 lease_seconds: float = 15.0, templates: Templates | None = None,
+                 snapshot_store: RootfsSnapshotStore | None = None, snapshot_quota: int = 64 << 30):
         self.files = files
         # What a claim names (domain/templates.py): the builtins, and team templates over images.
         self.templates = templates or Templates(NoTeamTemplates(), NoImages(), clock.now_ns)
@@ -84,6 +87,8 @@ class SandboxManager:
         self.sweep, self.checkpoint_all = d.sweep, d.checkpoint_all
         self.start_sweeping, self.stop_sweeping = d.start_sweeping, d.stop_sweeping
         self.locate = self.placement.locate
+        # Rootfs snapshots, restores and the disks claims and forks copy (domain/rootfs_snapshots.py).
+        self.snapshots = RootfsSnapshots(self, snapshot_store, snapshot_quota)
 
     def _service(self, sandbox_id: str, store: SandboxStore) -> SandboxRuntime:
         sandbox = store.sandbox
@@ -188,20 +193,24 @@ class SandboxManager:
 
     # ---- sandbox operations ---------------------------------------------------------------
     async def claim(self, template: str, config: dict, owner: Principal | None = None,
-                    disk_bytes: int | None = None, image: str = "") -> Sandbox:
-        """A new sandbox of ``owner``'s team (None or the platform key without a team: no team)."""
+                    disk_bytes: int | None = None, image: str = "", snapshot_id: str = "") -> Sandbox:
+        """A new sandbox of ``owner``'s team (None or the platform key without a team: no team);
+        ``snapshot_id``: its disk starts as a copy of that rootfs snapshot (of ``owner``'s team)."""
         plan = await asyncio.to_thread(self.templates.plan_claim, template, config, disk_bytes, image,
                                        owner.team_id if owner is not None else "")
         config = plan.config
+        source = self.snapshots.claim_source(config["rootfs"], snapshot_id, owner)  # None: an empty disk
         sandbox_id = sandbox_id_from(self.new_uuid_hex())
         await asyncio.to_thread(self.files.admit)  # 507 before the server's own disk reserve is used
         if plan.note:
             log.warning("sandbox %s: %s", sandbox_id, plan.note)
         try:
-            await asyncio.to_thread(self.files.create, sandbox_id, config["rootfs"])
+            await asyncio.to_thread(self.files.create, sandbox_id, config["rootfs"], source)
             store = await asyncio.to_thread(self.open_store, sandbox_id)
         except Exception as exc:  # a full disk cannot even hold a new store: 507
             await asyncio.to_thread(self._remove_files, sandbox_id)
+            if isinstance(exc, FileNotFoundError) and source is not None:
+                raise SnapshotNotFoundError() from exc  # the snapshot was deleted meanwhile
             raise store_error(exc) from exc
         free = await asyncio.to_thread(store.free_bytes)
         if free is not None and free < MIN_FREE_BYTES:  # it would hold the sandbox, not run it

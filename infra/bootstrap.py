@@ -106,7 +106,9 @@ class Container:
             self.runtime.hardening is not None and self.runtime.hardening.as_root))
         if warning:
             log.warning("%s", warning)
-        dirs = self.dirs = SandboxDirectories(self.settings.data_dir, self.disk, self.disks_enabled, self.disk_note)
+        self.pool = await asyncio.to_thread(open_pool, self.settings, self.disk) if self.disks_enabled else None
+        dirs = self.dirs = SandboxDirectories(self.settings.data_dir, self.disk, self.disks_enabled, self.disk_note,
+                                              self.pool)
         journals, checkpoints, ownership = await asyncio.to_thread(self._stores, dirs)
         key_store = await asyncio.to_thread(self._key_store)
         self.keys = ApiKeys(key_store, self.clock, lambda: secrets.token_hex(24), lambda: str(uuid.uuid4()))
@@ -116,8 +118,10 @@ class Container:
             isolator=self.runtime, clock=self.clock,
             new_uuid_hex=self.new_uuid_hex or (lambda: uuid.uuid4().hex), base_env=base_env,
             reap=self.reap or reap_leftover, networks=self.networks, ownership=ownership,
-            lease_seconds=self.settings.lease_seconds, templates=self.templates)
+            lease_seconds=self.settings.lease_seconds, templates=self.templates,
+            snapshot_store=await asyncio.to_thread(self._snapshot_store), snapshot_quota=self.settings.snapshot_quota)
         await self.manager.start()
+        self.manager.snapshots.start()  # expiry
         self.metrics = MetricsSampler(self.manager, dirs, self.networks, self.settings.metrics_interval)
         self.metrics.start()
         if not self.settings.clustered:
@@ -151,6 +155,13 @@ class Container:
         ownership = LeaseOwnership(leases, self.node_id, self.settings.advertise_url, self.settings.lease_seconds)
         return (PostgresJournals(self.datastore, ownership), SharedCheckpoints(dirs, self.settings.checkpoint_dir),
                 ownership)
+
+    def _snapshot_store(self):
+        """Rootfs snapshots next to the disks they copy: in the pool (reflinks), else in the data dir."""
+        if not self.disks_enabled or self.settings.clustered:
+            return None
+        from .rootfs_snapshot_store import RootfsSnapshotStore
+        return RootfsSnapshotStore(self.pool.snapshots if self.pool is not None else self.settings.data_dir / "snapshots")
 
     def _key_store(self):
         """The data dir's SQLite file on one machine; PostgreSQL, shared by every node, for several."""
@@ -199,6 +210,7 @@ class Container:
         await self.trimmer.stop()
         await self.watches.close()
         if self.manager is not None:
+            await self.manager.snapshots.stop()
             await self.manager.shutdown()
         cgroups = getattr(self.runtime.hardening, "cgroups", None)
         if cgroups is not None:
@@ -228,6 +240,21 @@ def choose_disks(settings: Settings) -> tuple[bool, str]:
     note = f"disk quotas unavailable ({problem}): a sandbox's writes are bounded only by the data dir's filesystem"
     log.warning("%s", note)
     return False, note
+
+
+def open_pool(settings: Settings, reserve: DiskReserve):
+    """The disk pool every sandbox disk and snapshot lives in (reflinks), or None: then disks stay
+    on the data dir's filesystem and snapshots and forks are full (sparse) copies."""
+    from .disk_pool import DiskPool
+    if settings.disk_pool_size == 0:
+        return None
+    pool = DiskPool(settings.data_dir, None if settings.disk_pool_size < 0 else settings.disk_pool_size,
+                    settings.disk_pool_preallocate, reserve)
+    problem = pool.open()
+    if problem is None:
+        return pool
+    log.warning("disk pool unavailable (%s): rootfs snapshots and forks copy whole disks", problem)
+    return None
 
 
 def choose_networks(settings: Settings):

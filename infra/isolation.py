@@ -62,14 +62,21 @@ def _owner(path: Path) -> int | None:
         return None
 
 
+NEW_OWNER = ".new-owner"  # set by infra.sandbox_images on a disk copied from another sandbox
+
+
 def sandbox_uid(sandbox_id: str, workspace: str) -> int:
-    """The workspace owner's uid, allotting (and chowning to) a free one on first use."""
+    """The workspace owner's uid, allotting (and chowning to) a free one on first use. A disk
+    copied from another sandbox (a fork, a claim from a snapshot, a restore of another sandbox's
+    snapshot) holds that sandbox's uid: it gets a uid of its own, and every file of it is handed
+    over, so no two sandboxes ever share a host uid (per-uid kernel limits, signals)."""
     ws = Path(workspace)
+    own = ws.parent.parent if ws.parent.name == "disk" else ws.parent  # on its own disk, or not
+    copied = (own / NEW_OWNER).exists()
     current = _owner(ws)
-    if current is not None and UID_BASE <= current < UID_BASE + UID_SPAN:
+    if current is not None and UID_BASE <= current < UID_BASE + UID_SPAN and not copied:
         own_tmp(ws, current)
         return current
-    own = ws.parent.parent if ws.parent.name == "disk" else ws.parent  # on its own disk, or not
     taken = {_owner(workspace) for other in own.parent.iterdir() if other != own
              for workspace in (other / "workspace", other / "disk" / "workspace")}
     start = int.from_bytes(hashlib.sha256(sandbox_id.encode()).digest()[:8], "big") % UID_SPAN
@@ -77,8 +84,14 @@ def sandbox_uid(sandbox_id: str, workspace: str) -> int:
         uid = UID_BASE + (start + step) % UID_SPAN
         if uid not in taken:
             break
-    chown_tree(ws, uid)
+    if copied:  # its own filesystem: no host file can be linked into it, every entry is its
+        for part in ("workspace", "upper"):
+            if (ws.parent / part).is_dir():
+                chown_tree(ws.parent / part, uid, links_too=True, mode=0o755 if part == "workspace" else None)
+    else:
+        chown_tree(ws, uid)
     own_tmp(ws, uid)
+    (own / NEW_OWNER).unlink(missing_ok=True)
     return uid
 
 
@@ -98,15 +111,16 @@ def own_tmp(workspace: Path, uid: int) -> None:
         os.chmod(tmp, 0o700)
 
 
-def chown_tree(root: Path, uid: int) -> None:
+def chown_tree(root: Path, uid: int, links_too: bool = False, mode: int | None = 0o755) -> None:
     """Hand a workspace to its sandbox's uid (a new one is empty; an old root-owned one is not).
     Iterative and descriptor-relative (``infra.tree_walk``): the tree may be as deep as a tenant made it."""
-    os.chown(root, uid, uid)
-    os.chmod(root, 0o755)
+    os.chown(root, uid, uid, follow_symlinks=False)
+    if mode is not None:
+        os.chmod(root, mode)
 
     def chown(dir_fd: int, entry: os.DirEntry) -> None:
         info = entry.stat(follow_symlinks=False)
-        if not stat.S_ISDIR(info.st_mode) and info.st_nlink > 1:
+        if not links_too and not stat.S_ISDIR(info.st_mode) and info.st_nlink > 1:
             return  # a hard link may be a host file (an old unisolated sandbox made it)
         os.chown(entry.name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
 

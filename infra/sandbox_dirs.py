@@ -27,7 +27,9 @@ import uuid
 from pathlib import Path
 
 from .disk_reserve import CLAIM_ROOM, DiskReserve
-from .sandbox_disk import IMAGE_NAME, MOUNT_NAME, create_disk, disk_usage, mount_disk, unmount_disk
+from .disk_pool import DiskPool
+from .sandbox_disk import MOUNT_NAME
+from .sandbox_images import SandboxImages
 from .tree_walk import remove_path, tree_usage
 
 log = logging.getLogger(__name__)
@@ -40,13 +42,18 @@ RETRY_EVERY_S = 5.0
 
 class SandboxDirectories:
     def __init__(self, data_dir: Path, reserve: DiskReserve | None = None, disks: bool = False,
-                 quota_note: str = "") -> None:
+                 quota_note: str = "", pool: DiskPool | None = None) -> None:
         self.reserve = reserve  # the server's own room on the filesystem: claims stop above it
         self.disks = disks  # a disk of its own per new sandbox (its ephemeral_storage)
         self.quota_note = quota_note  # why there are none, when there are none
         self.root = data_dir / "sandboxes"
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, PRIVATE)
+        self.pool = pool  # where new disks go, so that snapshots and forks are reflinks
+        self.images = SandboxImages(self.root, pool)  # where each disk is; whole-image copies
+        swept = self.images.sweep()
+        if swept:
+            log.info("removed %d disk image(s) a killed server left half-made", swept)
         self._pending: set[Path] = set()
         for path in self.root.iterdir():
             if path.name.startswith(REMOVING_PREFIX):
@@ -71,7 +78,7 @@ class SandboxDirectories:
     def rootfs_path(self, sandbox_id: str) -> Path:
         """Where its workspace, /tmp and writable layer are: on its disk when it has one."""
         path = self.path(sandbox_id)
-        return path / MOUNT_NAME if (path / IMAGE_NAME).exists() else path
+        return path / MOUNT_NAME if self.images.image(sandbox_id) is not None else path
 
     def workspace(self, sandbox_id: str) -> str:
         return str(self.rootfs_path(sandbox_id) / "workspace")
@@ -79,19 +86,52 @@ class SandboxDirectories:
     def state_dir(self, sandbox_id: str) -> Path:
         return self.path(sandbox_id) / "state"
 
-    def create(self, sandbox_id: str, rootfs: dict | None = None) -> None:
+    def create(self, sandbox_id: str, rootfs: dict | None = None, source: Path | None = None,
+               adopt: bool = False) -> None:
+        """Its directories and disk; ``source``: a disk image the new disk is a copy of (a snapshot),
+        or becomes (``adopt``: a fork's capture, made for it)."""
         self.path(sandbox_id).mkdir(mode=PRIVATE)
         self.state_dir(sandbox_id).mkdir(mode=PRIVATE)
         base = self.path(sandbox_id)
         if self.disks:
-            base = create_disk(base, _aligned((rootfs or {}).get("disk_bytes") or DEFAULT_DISK_BYTES))
+            size = _aligned((rootfs or {}).get("disk_bytes") or DEFAULT_DISK_BYTES)
+            base = self.images.create(sandbox_id, size, source, adopt)
         make_parts(base)
         self.secure(sandbox_id)
 
     def prepare(self, sandbox_id: str, rootfs: dict | None) -> None:
         """Its disk mounted (a paused sandbox's after a server restart, or a resumed one's)."""
-        if (self.path(sandbox_id) / IMAGE_NAME).exists():
-            mount_disk(self.path(sandbox_id))
+        self.images.mount(sandbox_id)
+
+    # ---- whole disks: snapshots, forks, restores (infra.sandbox_images) -----------------------
+    def snapshots_unavailable(self) -> str | None:
+        """Why rootfs snapshots cannot be taken here (None: they can)."""
+        return None if self.disks else f"rootfs snapshots need a disk per sandbox: {self.quota_note}"
+
+    def admit_copy(self, what: str) -> None:
+        """507 when a new disk or snapshot would not fit: in the pool, or above the server's reserve."""
+        if self.pool is not None:
+            self.pool.admit(what)
+        elif self.reserve is not None:
+            self.reserve.admit(CLAIM_ROOM, what)
+
+    def staging(self, sandbox_id: str) -> Path:
+        return self.images.staging(sandbox_id)
+
+    def discard(self, image: Path) -> None:
+        Path(image).unlink(missing_ok=True)
+
+    def sync(self, sandbox_id: str) -> None:
+        self.images.sync(sandbox_id)
+
+    def capture(self, sandbox_id: str, target: Path) -> bool:
+        return self.images.capture(sandbox_id, target)
+
+    def replace_disk(self, sandbox_id: str, source: Path, foreign: bool) -> None:
+        self.images.replace(sandbox_id, source, foreign)
+
+    def disk_allocated(self, sandbox_id: str) -> int:
+        return self.images.allocated(sandbox_id)
 
     def secure(self, sandbox_id: str) -> None:
         """The server's modes on the sandbox's own directories (older data dirs had 0755 and a
@@ -126,15 +166,14 @@ class SandboxDirectories:
 
     def _disk_usage(self, sandbox_id: str) -> dict[str, int]:
         """With a disk of its own: what the whole disk holds against its limit."""
-        path = self.path(sandbox_id)
-        return disk_usage(path) if (path / IMAGE_NAME).exists() else {}
+        return self.images.usage(sandbox_id)
 
     # ---- removal --------------------------------------------------------------------------
     def remove(self, sandbox_id: str) -> None:
         with self._lock:
             self._walks.pop(sandbox_id, None)
         path = self.path(sandbox_id)
-        unmount_disk(path)  # its disk first: the removal must not walk into a mounted filesystem
+        self.images.remove(sandbox_id)  # its disk first: the removal must not walk into a mounted filesystem
         try:
             remove_path(str(path))
             return
@@ -186,10 +225,10 @@ class SandboxDirectories:
             self._wake.clear()
 
     def close(self) -> None:
-        """Server stop: every sandbox's disk unmounted (the next start mounts what it runs)."""
-        for entry in self.root.iterdir():
-            if (entry / IMAGE_NAME).exists():
-                unmount_disk(entry)
+        """Server stop: every sandbox's disk unmounted (the next start mounts what it runs), then the pool."""
+        self.images.close()
+        if self.pool is not None:
+            self.pool.close()
 
 
 def make_parts(base: Path) -> None:

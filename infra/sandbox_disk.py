@@ -23,6 +23,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from .reflink import thaw
+
 log = logging.getLogger(__name__)
 
 IMAGE_NAME = "disk.img"
@@ -51,9 +53,8 @@ def mounted(path: Path) -> bool:
     return str(path) in mount_points()
 
 
-def create_disk(sandbox_dir: Path, size: int) -> Path:
-    """Make and mount the sandbox's disk; returns its mount point (``<sandbox>/disk``)."""
-    image = sandbox_dir / IMAGE_NAME
+def create_disk(image: Path, point: Path, size: int) -> Path:
+    """Make the disk image ``image`` (sparse ext4 of ``size`` bytes) and mount it at ``point``."""
     with open(image, "wb") as f:
         f.truncate(size)
     try:
@@ -61,37 +62,39 @@ def create_disk(sandbox_dir: Path, size: int) -> Path:
     except OSError:
         image.unlink(missing_ok=True)
         raise
-    point = mount_disk(sandbox_dir)
+    mount_disk(image, point)
     shutil.rmtree(point / "lost+found", ignore_errors=True)  # e2fsck makes it again when it needs one
     return point
 
 
-def mount_disk(sandbox_dir: Path) -> Path:
-    point = sandbox_dir / MOUNT_NAME
+def mount_disk(image: Path, point: Path) -> Path:
+    """Mounted at ``point`` (a disk a killed server left frozen mid-snapshot is thawed)."""
     point.mkdir(mode=0o755, exist_ok=True)
-    if not mounted(point):
-        _run(["mount", "-o", "loop,nosuid,nodev,noatime", str(sandbox_dir / IMAGE_NAME), str(point)], "mount")
+    if mounted(point):
+        if thaw(point):
+            log.warning("thawed %s: a server stopped while it was frozen for a snapshot", point)
+    else:
+        _run(["mount", "-o", "loop,nosuid,nodev,noatime", str(image), str(point)], "mount")
     return point
 
 
-def unmount_disk(sandbox_dir: Path) -> None:
+def unmount_disk(point: Path) -> None:
     """Unmount the disk and whatever is mounted below it (an image sandbox's overlay)."""
-    point = sandbox_dir / MOUNT_NAME
     from .rootfs import mount_points
     below = sorted((p for p in mount_points() if p == str(point) or p.startswith(f"{point}/")), reverse=True)
     for path in below:
+        thaw(Path(path))  # a frozen filesystem would hold its umount until thawed
         result = subprocess.run(["umount", "--lazy", path], capture_output=True, text=True, timeout=60, check=False)
         if result.returncode != 0:
             log.warning("umount %s: %s", path, result.stderr.strip())
 
 
-def disk_usage(sandbox_dir: Path) -> dict[str, int]:
+def disk_usage(image: Path, point: Path) -> dict[str, int]:
     """The limit is the disk's size (its ephemeral_storage); used is everything not free on it,
     the filesystem's own metadata included (about 10% of a 300 MiB disk, 2% of 8 GiB)."""
-    limit = os.stat(sandbox_dir / IMAGE_NAME).st_size
-    point = sandbox_dir / MOUNT_NAME
+    limit = os.stat(image).st_size
     if not mounted(point):  # not mounted (paused, then the server restarted): the image's blocks
-        return {"disk_used_bytes": os.stat(sandbox_dir / IMAGE_NAME).st_blocks * 512, "disk_limit_bytes": limit}
+        return {"disk_used_bytes": os.stat(image).st_blocks * 512, "disk_limit_bytes": limit}
     stat = os.statvfs(point)
     free = stat.f_bavail * stat.f_frsize
     return {"disk_used_bytes": limit - free, "disk_free_bytes": free, "disk_limit_bytes": limit}
@@ -108,10 +111,10 @@ def probe(work_dir: Path) -> str | None:
     shutil.rmtree(trial, ignore_errors=True)
     trial.mkdir(parents=True)
     try:
-        create_disk(trial, 16 * 2**20)
+        create_disk(trial / IMAGE_NAME, trial / MOUNT_NAME, 16 * 2**20)
         return None
     except OSError as exc:
         return str(exc)
     finally:
-        unmount_disk(trial)
+        unmount_disk(trial / MOUNT_NAME)
         shutil.rmtree(trial, ignore_errors=True)

@@ -20,6 +20,10 @@ class Settings:
     sandbox_new_flows: int = 1000
     disk_reserve: int = 64 << 20  # bytes of the data dir's filesystem kept for the server's stores
     disk_quota: str = "auto"  # on | off | auto: a disk of its own per sandbox (infra/sandbox_disk.py)
+    # The disk pool and rootfs snapshots (infra/disk_pool.py, docs/snapshots-and-forks.md).
+    disk_pool_size: int = -1  # -1: auto (the data dir's free space when made), 0: no pool
+    disk_pool_preallocate: bool = False
+    snapshot_quota: int = 64 << 30  # per team: its snapshots, each at its disk's allocated size
     # More than one machine (README "More than one machine"): journals, sandbox records and
     # leases in PostgreSQL, workspaces checkpointed into a directory every node shares.
     database_url: str = ""  # "": the embedded default (SQLite per sandbox, one node)

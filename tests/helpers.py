@@ -311,4 +311,4 @@ def tmpfs(mount: Path, size: str):
 def workspace_dir(data_dir, sandbox_id: str) -> Path:
     """A sandbox's workspace on the host: on its own disk when it has one (infra/sandbox_dirs.py)."""
     base = Path(data_dir) / "sandboxes" / sandbox_id
-    return base / "disk" / "workspace" if (base / "disk.img").exists() else base / "workspace"
+    return base / "disk" / "workspace" if (base / "disk").is_dir() else base / "workspace"

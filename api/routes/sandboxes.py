@@ -108,6 +108,16 @@ def claim_disk_bytes(body) -> int | None:
     return None if value is None else disk_quantity(value, "config.resources.ephemeral_storage")
 
 
+def claim_snapshot(body) -> str:
+    """``snapshot_id`` of a claim: its disk starts as a copy of that rootfs snapshot ("" for none)."""
+    value = (body or {}).get("snapshot_id")
+    if value in (None, ""):
+        return ""
+    if not isinstance(value, str):
+        raise _bad("snapshot_id must be a string")
+    return value.strip()
+
+
 def parse_network(policy) -> dict:
     try:
         return normalize_policy(policy)
@@ -160,7 +170,7 @@ async def claim(request: Request):
     if webhook is not None:
         config["webhook"] = webhook
     sandbox = await manager(request).claim(template, config, owner=principal_of(request),
-                                           disk_bytes=claim_disk_bytes(body))
+                                           disk_bytes=claim_disk_bytes(body), snapshot_id=claim_snapshot(body))
     return ok(render_claim(sandbox), 201)
 
 

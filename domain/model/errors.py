@@ -1,7 +1,7 @@
 """The one domain error tree. ``api/errors.py`` maps each class to a status and code.
 
 DomainError
-├── NotFoundError: SessionNotFoundError, SandboxNotFoundError
+├── NotFoundError: SessionNotFoundError, SandboxNotFoundError, SnapshotNotFoundError
 ├── ConflictError: SessionExistsError, AttemptMismatchError, SessionNotRunningError,
 │                  InputIdReusedError, AttemptRunningError, PtyUnavailableError, SandboxConflictError
 ├── InvalidRequestError: InvalidSpecError
@@ -36,6 +36,11 @@ class SessionNotFoundError(NotFoundError):
 
 class SandboxNotFoundError(NotFoundError):
     def __init__(self, message: str = "sandbox not found") -> None:
+        super().__init__(message)
+
+
+class SnapshotNotFoundError(NotFoundError):
+    def __init__(self, message: str = "rootfs snapshot not found") -> None:
         super().__init__(message)
 
 

@@ -76,6 +76,43 @@ class RuntimeStarted(SandboxEvent):
         sb.updated_ns = ev.ns_of(self.timestamp)
 
 
+class Forked(ev.CanInitAggregate[str], SandboxEvent):
+    """A sandbox made as a copy of another's rootfs: paused, with no runtime yet (generation 0)."""
+
+    TOPIC = "supervisor.Sandbox.Forked"
+    originator_topic: str
+    template: str
+    config: dict
+    team_id: str
+    source_sandbox_id: str
+    expires_ns: int
+    hard_expires_ns: int
+
+    def apply(self, sb) -> None:
+        at_ns = ev.ns_of(self.timestamp)
+        sb.template = self.template
+        sb.team_id = self.team_id
+        sb.config = self.config
+        sb.runtime_generation = 0
+        sb.status = "paused"
+        sb.paused_by_user = True  # it stays paused across a restart until someone resumes it
+        sb.claimed_ns = sb.created_ns = sb.updated_ns = at_ns
+        sb.expires_ns = self.expires_ns
+        sb.hard_expires_ns = self.hard_expires_ns
+
+
+class RootfsRestored(SandboxEvent):
+    """A paused sandbox's disk replaced by a copy of a rootfs snapshot (its own or another's)."""
+
+    TOPIC = "supervisor.Sandbox.RootfsRestored"
+    snapshot_id: str
+    source_sandbox_id: str
+    sessions_removed: int  # another sandbox's snapshot: the sandbox starts with no sessions
+
+    def apply(self, sb) -> None:
+        sb.updated_ns = ev.ns_of(self.timestamp)
+
+
 def _deadline(at_ns: int, seconds: int) -> int:
     return at_ns + seconds * 1_000_000_000 if seconds and seconds > 0 else 0
 
@@ -91,6 +128,17 @@ class Sandbox(BaseAggregate[str]):
     def claim(cls, sandbox_id: str, template: str, config: dict, at_ns: int, team_id: str = "") -> "Sandbox":
         return cls._create(Claimed, id=sandbox_id, template=template, config=config, team_id=team_id,
                            timestamp=ev.timestamp_of(at_ns))
+
+    @classmethod
+    def fork(cls, sandbox_id: str, source: "Sandbox", config: dict, at_ns: int, expires_ns: int,
+             hard_expires_ns: int) -> "Sandbox":
+        return cls._create(Forked, id=sandbox_id, template=source.template, config=config, team_id=source.team_id,
+                           source_sandbox_id=source.id, expires_ns=expires_ns, hard_expires_ns=hard_expires_ns,
+                           timestamp=ev.timestamp_of(at_ns))
+
+    def record_restore(self, snapshot_id: str, source_sandbox_id: str, sessions_removed: int, at_ns: int) -> None:
+        self.trigger_event(RootfsRestored, timestamp=ev.timestamp_of(at_ns), snapshot_id=snapshot_id,
+                           source_sandbox_id=source_sandbox_id, sessions_removed=sessions_removed)
 
     @property
     def auto_resume(self) -> bool:
@@ -119,7 +167,7 @@ class Sandbox(BaseAggregate[str]):
         return generation
 
 
-ev.register_topics(Claimed, Reconfigured, PausedSandbox, RuntimeStarted)
+ev.register_topics(Claimed, Reconfigured, PausedSandbox, RuntimeStarted, Forked, RootfsRestored)
 
 
 class FailedSandbox:
