@@ -120,7 +120,7 @@ class RootfsSnapshots:
 
     # ---- create, list, get, delete -----------------------------------------------------------------
     async def create(self, sandbox_id: str, name: str = "", description: str = "", expires_ns: int = 0,
-                     kind: str = USER) -> RootfsSnapshot:
+                     kind: str = USER, snapshot_id: str = "") -> RootfsSnapshot:
         store = self.check_available()
         sandbox = self.manager.sandbox(sandbox_id)  # 404; another team's never reaches here (api/access.py)
         if sandbox.status == "failed":
@@ -128,7 +128,7 @@ class RootfsSnapshots:
         await asyncio.to_thread(self.manager.files.admit_copy, "a rootfs snapshot")
         size = await asyncio.to_thread(self.manager.files.disk_allocated, sandbox_id)
         self._reserve(sandbox.team_id, size)
-        snapshot_id = self.new_id()
+        snapshot_id = snapshot_id or self.new_id()
         try:
             target = await asyncio.to_thread(store.begin, snapshot_id)
             try:

@@ -42,6 +42,8 @@ class Template:
     image: ImageInfo | None = None
     builtin: bool = False
     team_id: str = ""
+    snapshot_id: str = ""          # made from a sandbox: the hidden rootfs snapshot claims copy
+    source: dict = field(default_factory=dict)  # made from a sandbox: its id and the request's key
 
 
 @dataclass
@@ -75,6 +77,10 @@ class Templates:
             return self._builtin(template_id)
         raise TemplateNotFoundError()
 
+    def own(self, template_id: str, team: str) -> Template | None:
+        """The team's own template of that id (not a public one), or None."""
+        return self._team(team).get(template_id)
+
     def _team(self, team: str) -> dict[str, Template]:
         out = {}
         for key, record in self.store.load().items():
@@ -87,7 +93,8 @@ class Templates:
             except Exception:  # removed from the image store since: shown, refused at claim
                 pass
             out[template_id] = Template(template_id, "team", record["spec"], record["created_ns"],
-                                        record["updated_ns"], record.get("creation"), image, team_id=team)
+                                        record["updated_ns"], record.get("creation"), image, team_id=team,
+                                        snapshot_id=record.get("snapshot_id", ""), source=record.get("source") or {})
         return out
 
     def _builtin(self, name: str) -> Template:
@@ -120,9 +127,41 @@ class Templates:
             raise TemplateNotFoundError()
         return self.get(template_id, team)
 
-    def delete(self, template_id: str, team: str = "") -> None:
+    def delete(self, template_id: str, team: str = "") -> str:
+        """Removed; returns the hidden snapshot a template made from a sandbox held ("" for none)."""
+        current = self._team(team).get(template_id)
         if not self.store.delete(f"{team}/{template_id}"):
             raise TemplateNotFoundError()
+        return current.snapshot_id if current is not None else ""
+
+    # ---- templates made from a sandbox (domain/template_capture.py) ------------------------------
+    def create_captured(self, template_id: str, spec: dict, team: str, creation: dict, snapshot_id: str,
+                        source: dict) -> Template:
+        """A template whose rootfs is a hidden snapshot still being taken (``creation`` says how far)."""
+        now = self.clock_ns()
+        record = {"spec": spec, "created_ns": now, "updated_ns": now, "creation": creation,
+                  "snapshot_id": snapshot_id, "source": source}
+        if not self.store.put(f"{team}/{template_id}", record, create=True):
+            raise TemplateExistsError()
+        return self.get(template_id, team)
+
+    def set_creation(self, template_id: str, team: str, snapshot_id: str, creation: dict) -> bool:
+        """The capture's progress; False when the template is gone or is another one by now."""
+        current = self._team(team).get(template_id)
+        if current is None or current.snapshot_id != snapshot_id:
+            return False
+        record = {"spec": current.spec, "created_ns": current.created_ns, "updated_ns": self.clock_ns(),
+                  "creation": creation, "snapshot_id": snapshot_id, "source": current.source}
+        return self.store.put(f"{team}/{template_id}", record, create=False)
+
+    def captured(self) -> list[tuple[str, Template]]:
+        """Every template made from a sandbox, with its team (start-up: captures a crash cut off)."""
+        out = []
+        for key, record in self.store.load().items():
+            team, _, template_id = key.rpartition("/")
+            if record.get("snapshot_id"):
+                out.append((team, self._team(team)[template_id]))
+        return out
 
     @staticmethod
     def _ready(template: Template) -> None:
@@ -150,7 +189,8 @@ class Templates:
                    "the sandbox runs on the host's system"
         elif not template.builtin:
             self._ready(template)
-            if template.image is None:
+            # A template made from a sandbox of the host's system ("default") has no image.
+            if template.image is None and (template.spec.get("mainContainer") or {}).get("image"):
                 raise TemplateNotReadyError(
                     f"the image of template {template_id!r} is no longer in the image store")
         main = template.spec.get("mainContainer") or {}
@@ -168,6 +208,8 @@ class Templates:
                   "reference": template.image.reference if template.image else "",
                   "env": env, "disk_bytes": wanted,
                   "workdir": (template.image.working_dir if template.image else "") or ""}
+        if template.snapshot_id:  # its disk starts as a copy of the sandbox it was made from
+            rootfs["template_snapshot_id"] = template.snapshot_id
         out["rootfs"] = rootfs
         return ClaimPlan(out, note, rootfs)
 

@@ -45,6 +45,7 @@ from .writer import WriterThread
 from .image_catalog import ImageCatalog
 from .images import ImageStore, store_root
 from .template_store import JsonTemplateStore
+from session_supervisor.domain.template_capture import TemplateCapture
 from session_supervisor.domain.templates import Templates
 
 log = logging.getLogger(__name__)
@@ -122,6 +123,8 @@ class Container:
             snapshot_store=await asyncio.to_thread(self._snapshot_store), snapshot_quota=self.settings.snapshot_quota)
         await self.manager.start()
         self.manager.snapshots.start()  # expiry
+        self.captures = TemplateCapture(self.manager)  # templates from a sandbox
+        await asyncio.to_thread(self.captures.recover)
         self.metrics = MetricsSampler(self.manager, dirs, self.networks, self.settings.metrics_interval)
         self.metrics.start()
         if not self.settings.clustered:
@@ -211,6 +214,8 @@ class Container:
         await self.watches.close()
         if self.manager is not None:
             await self.manager.snapshots.stop()
+            if getattr(self, "captures", None) is not None:
+                await self.captures.stop()
             await self.manager.shutdown()
         cgroups = getattr(self.runtime.hardening, "cgroups", None)
         if cgroups is not None:
