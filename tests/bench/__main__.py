@@ -1,7 +1,7 @@
 """Run the benchmark suite: ``python -m tests.bench`` (full) or ``--smoke`` (seconds, CI).
 
 Each benchmark prints its figures with the baselines measured in the same run and the
-ratios between them. ``--only pipe,pty,echo,sessions,replay,restart,cli,run,netns,start,image,fairness,rss,store,ingress,cluster``
+ratios between them. ``--only pipe,pty,echo,sessions,replay,restart,cli,run,netns,start,image,fairness,rss,store,ingress,rootfs,cluster``
 picks some;
 ``--json FILE`` also writes every run's numbers.
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import (bench_cli, bench_cluster, bench_echo, bench_faults, bench_image_start, bench_ingest, bench_ingress, bench_netns,
-               bench_replay, bench_restart, bench_run, bench_sandbox_start, bench_sessions)
+               bench_replay, bench_restart, bench_rootfs, bench_run, bench_sandbox_start, bench_sessions)
 from .common import MIB
 
 
@@ -55,6 +55,8 @@ class Sizes:
     run_rounds: int = 10  # sessionctl run against the SDK
     ingress_requests: int = 1000
     ingress_blob: int = 256 * MIB
+    rootfs_fill: int = 1024 * MIB  # the full sandbox's workspace for the fork and snapshot figures
+    rootfs_rounds: int = 10
 
 
 FULL = Sizes(pipe_bytes=1024 * MIB, pty_bytes=64 * MIB, runs=3, echo_count=1000, echo_warmup=100,
@@ -66,7 +68,7 @@ SMOKE = Sizes(pipe_bytes=16 * MIB, pty_bytes=2 * MIB, runs=1, echo_count=30, ech
               restart_long=64, cli_calls=5, start_rounds=5, install=False, extras=False, netns_starts=3,
               unknown_ids=500, storm_bytes=96 * MIB, store_bytes=16 * MIB, cluster_pipe_bytes=8 * MIB,
               cluster_long=200, cluster_short=10, run_rounds=1, ingress_requests=20, ingress_blob=4 * MIB,
-              image_starts=3)
+              image_starts=3, rootfs_fill=16 * MIB, rootfs_rounds=1)
 
 BENCHMARKS = {
     "pipe": lambda w, s: bench_ingest.pipe_ingest(w, s.pipe_bytes, s.runs, s.install, s.extras),
@@ -85,6 +87,7 @@ BENCHMARKS = {
     "rss": lambda w, s: bench_faults.rss(w, s.unknown_ids, s.storm_bytes),
     "store": lambda w, s: bench_faults.store_size(w, s.store_bytes),
     "ingress": lambda w, s: bench_ingress.ingress_cost(w, s.ingress_requests, s.ingress_blob),
+    "rootfs": lambda w, s: bench_rootfs.rootfs_copies(w, s.rootfs_fill, s.rootfs_rounds),
     "cluster": lambda w, s: bench_cluster.cluster_bench(w, s.cluster_pipe_bytes, s.runs, s.echo_count,
                                                         s.echo_warmup, s.cluster_long, s.cluster_short),
 }
