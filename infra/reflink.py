@@ -40,10 +40,10 @@ def clone_file(source: Path, target: Path) -> bool:
                 if exc.errno not in _NO_REFLINK:
                     raise
     except BaseException:
-        os.close(fd)
         target.unlink(missing_ok=True)
         raise
-    os.close(fd)
+    finally:  # an open descriptor would keep a deleted snapshot's blocks allocated
+        os.close(fd)
     target.unlink()
     result = subprocess.run(["cp", "--sparse=always", "--reflink=never", str(source), str(target)],
                             capture_output=True, text=True, timeout=3600, check=False)

@@ -74,7 +74,7 @@ def mount_disk(image: Path, point: Path) -> Path:
         if thaw(point):
             log.warning("thawed %s: a server stopped while it was frozen for a snapshot", point)
     else:
-        _run(["mount", "-o", "loop,nosuid,nodev,noatime", str(image), str(point)], "mount")
+        _run(["mount", "-o", "loop,nosuid,nodev,noatime,discard", str(image), str(point)], "mount")
     return point
 
 

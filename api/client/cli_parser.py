@@ -6,6 +6,7 @@ import argparse
 from .cli_apply import register as register_apply
 from .cli_completion import register as register_completion
 from .cli_edges import register as register_edge_verbs
+from .cli_rootfs import register as register_rootfs_verbs
 from .cli_run import register as register_run
 from .cli_workspace import register as register_workspace_verbs
 from .harness_presets import NAMES
@@ -103,6 +104,7 @@ def _sandbox(noun, common, v) -> None:
             "sandbox", metavar="ID", help="the sandbox id (sb-…)")
     register_workspace_verbs(group, common, _verb)  # run, cp
     register_edge_verbs(group, common, _verb)  # expose, logs, events
+    register_rootfs_verbs(group, common, _verb)  # snapshot, snapshots, unsnapshot, restore, fork
 
 
 def _target(parser) -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.conftest import make_http
-from tests.helpers import TOKEN, ok, wait_for
+from tests.helpers import TOKEN, err, ok, wait_for
 from tests.serverproc import ServerProcess
 from tests.snapshots.conftest import needs_disks
 from tests.snapshots.helpers import SB, claim, read, run, write
@@ -99,5 +99,6 @@ def test_kill_9_in_the_middle_of_a_copy_leaves_it_done_or_gone(tmp_path, call):
             for snap in listed["snapshots"]:
                 ok(http.delete(f"/api/v1/sandbox-rootfs-snapshots/{snap['id']}"), 200)
             ok(http.post(f"{SB}/{sb}/snapshots"), 201)
+            err(http.post(f"{SB}/{sb}/snapshots"), 507, "insufficient_storage")  # and a second does not
     finally:
         server.stop()

@@ -3,9 +3,9 @@ restored after a change, forked into a child that sees the old state while the p
 new one, and claimed from; unknown ids are 404 and a running sandbox cannot be restored (409)."""
 from __future__ import annotations
 
-from tests.helpers import err, ok, workspace_dir
+from tests.helpers import err, ok, wait_for, workspace_dir
 from tests.snapshots.conftest import needs_disks
-from tests.snapshots.helpers import SB, claim, read, run, snapshot, write
+from tests.snapshots.helpers import SB, claim, pool_used, read, run, snapshot, write
 
 pytestmark = needs_disks
 
@@ -100,4 +100,20 @@ def test_unknown_ids_are_404_in_the_envelope(snap_http):
     err(snap_http.post(f"{SB}/{sb}/rootfs/restore", json={"snapshot_id": missing}), 404, "not_found")
     err(snap_http.post(f"{SB}/{sb}/rootfs/restore", json={}), 400, "bad_request")
     err(snap_http.post(f"{SB}/{sb}/fork", json={"memory": True}), 400, "bad_request")
+    ok(snap_http.delete(f"{SB}/{sb}"), 202)
+
+
+def test_a_snapshot_holds_only_what_its_source_changed_since_and_its_delete_frees_it(snap_server, snap_http):
+    sb = claim(snap_http)
+    run(snap_http, sb, "head -c 64M /dev/urandom > /workspace/fill && sync")
+    before = pool_used(snap_server.data_dir)
+    snap = snapshot(snap_http, sb)
+    assert pool_used(snap_server.data_dir) - before < 1 << 20  # a reflink: nothing new yet
+    run(snap_http, sb, "head -c 64M /dev/urandom > /workspace/fill && sync")  # the source rewrites it
+    held = pool_used(snap_server.data_dir) - before
+    assert held > 60 << 20  # the old blocks are the snapshot's alone now
+    ok(snap_http.delete(f"/api/v1/sandbox-rootfs-snapshots/{snap['id']}"), 200)
+    # Its delete gives them back (XFS frees a deleted file's blocks in the background).
+    wait_for(lambda: pool_used(snap_server.data_dir) - before < held - (60 << 20), timeout=20,
+             describe=lambda: (pool_used(snap_server.data_dir) - before, held))
     ok(snap_http.delete(f"{SB}/{sb}"), 202)
