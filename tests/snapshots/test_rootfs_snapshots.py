@@ -117,3 +117,20 @@ def test_a_snapshot_holds_only_what_its_source_changed_since_and_its_delete_free
     wait_for(lambda: pool_used(snap_server.data_dir) - before < held - (60 << 20), timeout=20,
              describe=lambda: (pool_used(snap_server.data_dir) - before, held))
     ok(snap_http.delete(f"{SB}/{sb}"), 202)
+
+
+def test_restoring_its_own_snapshot_keeps_the_sessions_and_their_journal_goes_on(snap_http):
+    sb = claim(snap_http)
+    sid = ok(snap_http.post(f"{SB}/{sb}/sessions", json={"command": ["sleep", "600"]}), 201)["id"]
+    write(snap_http, sb, "/workspace/notes.txt", b"at the snapshot")
+    snap = snapshot(snap_http, sb)
+    write(snap_http, sb, "/workspace/notes.txt", b"later")
+    latest = ok(snap_http.get(f"{SB}/{sb}/sessions/{sid}/events"), 200)["cursor"]["latest"]
+    pause(snap_http, sb)  # (a session read would resume it: auto_resume)
+    ok(snap_http.post(f"{SB}/{sb}/rootfs/restore", json={"snapshot_id": snap["id"]}), 200)
+    ok(snap_http.post(f"{SB}/{sb}/resume", json={}), 200)
+    assert [s["id"] for s in ok(snap_http.get(f"{SB}/{sb}/sessions"), 200)["sessions"]] == [sid]
+    page = ok(snap_http.get(f"{SB}/{sb}/sessions/{sid}/events"), 200)
+    assert page["cursor"]["latest"] >= latest and page["events"][0]["type"] == "session.created"  # history kept
+    assert read(snap_http, sb, "/workspace/notes.txt") == b"at the snapshot"
+    ok(snap_http.delete(f"{SB}/{sb}"), 202)
