@@ -5,6 +5,7 @@ import { asleepPanel, sandboxState } from '../awake.js';
 import { crumbs, every, h, notice, shortTime } from '../dom.js';
 import { act } from './sandboxes.js';
 import { mountEdges } from './sandbox-edges.js';
+import { mountRootfs } from './sandbox-rootfs.js';
 
 const MiB = 1024 * 1024;
 const size = (bytes) => (bytes === undefined ? '—' : `${(bytes / MiB).toFixed(1)} MiB`);
@@ -112,6 +113,7 @@ export function mountSessions(root, sandboxId) {
     } catch (error) { notice(`sessions: ${error.message}`, 'error'); }
   }
   const stopEdges = mountEdges(root, sandboxId);  // services and metrics charts
+  const stopRootfs = mountRootfs(root, sandboxId);  // snapshots, fork
   const stopSessions = every(2000, refresh);
-  return () => { stopSessions(); stopEdges(); };
+  return () => { stopSessions(); stopEdges(); stopRootfs(); };
 }
