@@ -24,6 +24,10 @@ SCHEMAS = {
                         ("templates", "count")),
     "TemplateCreateRequest": obj({"template_id": STR, "spec": ref("SandboxTemplateSpec")}, ("template_id", "spec")),
     "TemplateUpdateRequest": obj({"spec": ref("SandboxTemplateSpec")}, ("spec",)),
+    "TemplateFromSandboxRequest": obj({"template_id": STR, "sandbox_id": STR, "spec_overrides": obj({
+        "description": STR, "displayName": STR, "tags": array(STR),
+        "pool": obj({"minIdle": {"type": "integer"}, "maxIdle": {"type": "integer"}})})},
+        ("template_id", "sandbox_id")),
     "TemplateDeleted": obj({"message": STR}, ("message",)),
 }
 
@@ -36,8 +40,9 @@ def template_paths(operation) -> dict:
                                (401,), **t),
               "post": operation("create_template", "A template over an imported, digest-pinned image",
                                 {201: ref("Template")}, (400, 401, 403, 404, 409), "TemplateCreateRequest", **t)},
-        TPL + "/from-sandbox": {"post": operation("create_template_from_sandbox", "Not supported yet (503)",
-                                                  {202: ref("Template")}, (400, 401, 503), **t)},
+        TPL + "/from-sandbox": {"post": operation(
+            "create_template_from_sandbox", "A template whose claims start from a copy of a sandbox's disk (202 creating)",
+            {202: ref("Template")}, (400, 401, 403, 404, 409, 503, 507), "TemplateFromSandboxRequest", **t)},
         one: {"get": operation("get_template", "One template", {200: ref("Template")}, (400, 401, 404), **t),
               "put": operation("update_template", "Replace a team template's spec", {200: ref("Template")},
                                (400, 401, 403, 404, 409), "TemplateUpdateRequest", **t),
