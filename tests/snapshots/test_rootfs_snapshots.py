@@ -134,3 +134,16 @@ def test_restoring_its_own_snapshot_keeps_the_sessions_and_their_journal_goes_on
     assert page["cursor"]["latest"] >= latest and page["events"][0]["type"] == "session.created"  # history kept
     assert read(snap_http, sb, "/workspace/notes.txt") == b"at the snapshot"
     ok(snap_http.delete(f"{SB}/{sb}"), 202)
+
+
+def test_a_snapshot_past_its_expiry_is_gone_and_a_past_expiry_is_refused(snap_http):
+    from datetime import datetime, timedelta, timezone
+    sb = claim(snap_http)
+    soon = (datetime.now(timezone.utc) + timedelta(seconds=2)).isoformat()
+    snap = snapshot(snap_http, sb, expires_at=soon)
+    assert snap["expires_at"].startswith(soon[:19])
+    wait_for(lambda: snap_http.get(f"/api/v1/sandbox-rootfs-snapshots/{snap['id']}").status_code == 404, timeout=15)
+    assert ok(snap_http.get(f"{SB}/{sb}/snapshots"), 200)["count"] == 0
+    past = (datetime.now(timezone.utc) - timedelta(seconds=5)).isoformat()
+    err(snap_http.post(f"{SB}/{sb}/snapshots", json={"expires_at": past}), 400, "bad_request")
+    ok(snap_http.delete(f"{SB}/{sb}"), 202)
