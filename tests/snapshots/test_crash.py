@@ -102,3 +102,46 @@ def test_kill_9_in_the_middle_of_a_copy_leaves_it_done_or_gone(tmp_path, call):
             err(http.post(f"{SB}/{sb}/snapshots"), 507, "insufficient_storage")  # and a second does not
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("call", ["snapshot", "fork"])
+def test_kill_9_at_random_moments_of_reflinked_copies_leaves_each_done_or_gone(tmp_path, call):
+    """In the disk pool a copy takes milliseconds: the calls run back to back and the server is
+    killed at random moments among them; after each restart, what is on disk is what is listed."""
+    import random
+    import time
+    rng = random.Random(27)
+    data = tmp_path / "data"
+    server = ServerProcess(data, token=TOKEN, runtime="bwrap", extra_args=["--disk-quota", "on"])
+    server.start()
+    try:
+        with make_http(server.url) as http:
+            sb = claim(http)
+            write(http, sb, "/workspace/kept.txt", b"kept")
+        for _ in range(4):
+            stop = threading.Event()
+
+            def copy_until_stopped():
+                with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10) as c:
+                    while not stop.is_set():
+                        try:
+                            c.post(f"{SB}/{sb}/snapshots" if call == "snapshot" else f"{SB}/{sb}/fork", json={})
+                        except httpx.HTTPError:
+                            return
+            worker = threading.Thread(target=copy_until_stopped)
+            worker.start()
+            time.sleep(rng.uniform(0.2, 0.8))
+            server.kill()
+            stop.set()
+            worker.join(15)
+            server.start()
+            with make_http(server.url) as http:
+                assert temporaries(data) == [], "the start-up sweep left temporary copies"
+                listed = {s["id"] for s in ok(http.get(f"{SB}/{sb}/snapshots"), 200)["snapshots"]}
+                assert set(os.listdir(data / "disk-pool" / "snapshots")) == listed
+                sandboxes = {s["id"] for s in ok(http.get(SB), 200)["sandboxes"]}
+                assert {n.removesuffix(".img") for n in os.listdir(data / "disk-pool" / "disks")} == sandboxes
+                assert set(os.listdir(data / "sandboxes")) == sandboxes
+                assert read(http, sb, "/workspace/kept.txt") == b"kept"
+    finally:
+        server.stop()
