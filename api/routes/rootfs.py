@@ -7,6 +7,7 @@ and what they cost: docs/snapshots-and-forks.md.
 """
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
 from sanic import Blueprint, Request
@@ -108,9 +109,21 @@ async def restore(request: Request, sandbox_id: str):
     return ok({"sandbox_id": sandbox_id, "snapshot_id": snapshot_id.strip(), "status": "paused"})
 
 
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+ROLLBACK_MAX = 7 * 86400
+
+
 @bp.put("/sandboxes/<sandbox_id>/rootfs/rebase", ctx_action="rebase_sandbox_rootfs")
 async def rebase(request: Request, sandbox_id: str):
-    """503: a rootfs here is its disk, not file-level changes over a base that could be swapped."""
+    """400 (the body checked as the Python SDK documents it); 404; then 503: a rootfs here is its
+    disk, not file-level changes over a base that could be swapped."""
+    body = _object(request)
+    digest = body.get("target_base_artifact_digest")
+    if not isinstance(digest, str) or not DIGEST.match(digest):
+        raise _bad("target_base_artifact_digest must be sha256:<64 lowercase hex digits>")
+    ttl = body.get("rollback_ttl", 86400)
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 <= ttl <= ROLLBACK_MAX:
+        raise _bad(f"rollback_ttl must be an integer from 0 to {ROLLBACK_MAX}")
     manager(request).sandbox(sandbox_id)
     raise ApiError(503, "unavailable", "rootfs rebase is not supported by this server")
 

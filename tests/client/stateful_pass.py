@@ -30,7 +30,9 @@ from session_supervisor.api.openapi import document
 # A 503 the contracts define as the answer to a state the client made (a paused sandbox
 # without auto_resume, a lifecycle transition in progress): documented, not a server error.
 DOCUMENTED_503 = ("sandbox is not running and auto_resume is disabled", "sandbox lifecycle barrier is active",
-                  "sandbox is waking up", "sandbox is busy")
+                  "sandbox is waking up", "sandbox is busy",
+                  # The contract's 503 for a server that cannot rebase (a rootfs here is a whole disk).
+                  "rootfs rebase is not supported by this server")
 # A context whose command or cwd the sandbox does not have: the reference's documented 500
 # create_failed (as in tests/client/test_openapi_fuzz.py).
 DOCUMENTED_CONTEXT_500 = ('"code":"create_failed","message":"context process could not start: exec: ',
