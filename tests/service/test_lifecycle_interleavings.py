@@ -56,7 +56,7 @@ async def one_round(manager, sandbox_id: str, rng: random.Random, tally: dict) -
     for task, gives_up in zip(tasks, abandon):
         if gives_up:
             task.cancel()
-    for op, task, gave_up in zip(ops, tasks, abandon):
+    for op, task in zip(ops, tasks):
         try:
             await task
         except asyncio.CancelledError:
