@@ -37,7 +37,7 @@ from .file_calls import FileCalls
 from .file_watch import WatchHub
 from .disk_reserve import DiskReserve
 from .memory import MemoryTrimmer
-from .runtime import RuntimeUnavailableError, detect_runtime, sandbox_tmp_dir
+from .bubblewrap import LauncherUnavailableError, detect_launcher, sandbox_tmp_dir
 from .confined_fs import ConfinedFS
 from .sandbox_dirs import SandboxDirectories
 from .settings import Settings
@@ -50,7 +50,7 @@ from session_supervisor.domain.templates import Templates
 
 log = logging.getLogger(__name__)
 
-# What the daemon passes down to every process (contract §8: daemon env < sandbox < spec).
+# What the daemon passes down to every process (daemon env < sandbox < spec).
 BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ")
 
 
@@ -80,9 +80,9 @@ class Container:
     watches: WatchHub = field(default_factory=WatchHub)        # one inotify instance for every watch
 
     def __post_init__(self) -> None:
-        self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
-                                      pids_max=self.settings.sandbox_pids_max, data_dir=str(self.settings.data_dir))
-        if self.runtime.name == "bwrap":
+        self.launcher = detect_launcher(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
+                                        pids_max=self.settings.sandbox_pids_max, data_dir=str(self.settings.data_dir))
+        if self.launcher.name == "bwrap":
             protect_from_oom()  # a sandbox's OOM must end its own processes, never the server
         self.networks = choose_networks(self.settings)
         shared = self.settings.checkpoint_dir if self.settings.clustered else None
@@ -90,10 +90,10 @@ class Container:
         self.templates = Templates(JsonTemplateStore(Path(shared or self.settings.data_dir) / "templates.json"),
                                    ImageCatalog(self.images), self.clock.now_ns)
         self.disks_enabled, self.disk_note = choose_disks(self.settings)
-        if hasattr(self.runtime, "image_rootfs"):  # sandboxes of image templates run on the image
-            self.runtime.image_rootfs = lambda digest: str(self.images.get(digest).rootfs)
-        if hasattr(self.runtime, "netns_for"):
-            self.runtime.netns_for = self.networks.netns_path  # sessions join their sandbox's netns
+        if hasattr(self.launcher, "image_rootfs"):  # sandboxes of image templates run on the image
+            self.launcher.image_rootfs = lambda digest: str(self.images.get(digest).rootfs)
+        if hasattr(self.launcher, "netns_for"):
+            self.launcher.netns_for = self.networks.netns_path  # sessions join their sandbox's netns
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -104,7 +104,7 @@ class Container:
         base_env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin")
         self.disk = DiskReserve(str(self.settings.data_dir), self.settings.disk_reserve)
         warning = self.disk.startup_check(sandboxes_unprivileged=bool(
-            self.runtime.hardening is not None and self.runtime.hardening.as_root))
+            self.launcher.hardening is not None and self.launcher.hardening.as_root))
         if warning:
             log.warning("%s", warning)
         self.pool = await asyncio.to_thread(open_pool, self.settings, self.disk) if self.disks_enabled else None
@@ -116,7 +116,7 @@ class Container:
         self.manager = SandboxManager(
             files=dirs, journals=journals, pipeline=self.pipeline, hub=self.hub, checkpoints=checkpoints,
             pipe_runner=self.pipe_runner or PipeRunner(), pty_runner=self.pty_runner or PtyRunner(),
-            isolator=self.runtime, clock=self.clock,
+            isolator=self.launcher, clock=self.clock,
             new_uuid_hex=self.new_uuid_hex or (lambda: uuid.uuid4().hex), base_env=base_env,
             reap=self.reap or reap_leftover, networks=self.networks, ownership=ownership,
             lease_seconds=self.settings.lease_seconds, templates=self.templates,
@@ -181,7 +181,7 @@ class Container:
         (bwrap binds it; under the host runtime /tmp is the host's, so it is not offered)."""
         workspace = self.dirs.workspace(sandbox_id)
         areas = {"/workspace": workspace}
-        tmp = sandbox_tmp_dir(workspace) if self.runtime.name != "host" else None
+        tmp = sandbox_tmp_dir(workspace) if self.launcher.name != "host" else None
         if tmp is not None:
             areas["/tmp"] = tmp
         owned = os.stat(workspace)
@@ -217,7 +217,7 @@ class Container:
             if getattr(self, "captures", None) is not None:
                 await self.captures.stop()
             await self.manager.shutdown()
-        cgroups = getattr(self.runtime.hardening, "cgroups", None)
+        cgroups = getattr(self.launcher.hardening, "cgroups", None)
         if cgroups is not None:
             await asyncio.to_thread(cgroups.remove_group)
         if self.writer is not None:
@@ -241,7 +241,7 @@ def choose_disks(settings: Settings) -> tuple[bool, str]:
     if problem is None:
         return True, ""
     if mode == "on":
-        raise RuntimeUnavailableError(f"disk quotas requested (--disk-quota on) but unavailable: {problem}")
+        raise LauncherUnavailableError(f"disk quotas requested (--disk-quota on) but unavailable: {problem}")
     note = f"disk quotas unavailable ({problem}): a sandbox's writes are bounded only by the data dir's filesystem"
     log.warning("%s", note)
     return False, note
@@ -279,7 +279,7 @@ def choose_networks(settings: Settings):
         return NetnsNetworks(str(settings.data_dir), FlowLimits(settings.sandbox_conntrack_max,
                                                                 settings.sandbox_new_flows))
     if mode == "netns":
-        raise RuntimeUnavailableError(f"network 'netns' requested but unavailable: {problem}")
+        raise LauncherUnavailableError(f"network 'netns' requested but unavailable: {problem}")
     if settings.runtime != "host":  # runtime 'host' already warns that nothing is isolated
         log.warning("sandboxes share the host's network (policies are not enforced): %s", problem)
     return NoNetworks()

@@ -23,7 +23,7 @@ from session_supervisor.domain.model.errors import DomainError, FileTooLargeErro
 from session_supervisor.domain.model.json_fields import body_object
 
 from ..schemas import ok, parse_json
-from .sessions import service
+from .sessions import runtime_of
 from .ws import GONE
 from ..proxy import owned_here
 
@@ -41,7 +41,7 @@ TRUE = ("true", "1", "yes")
 
 
 def sandbox_fs(request: Request, sandbox_id: str):
-    service(request, sandbox_id)  # 404 for an unknown sandbox; the gate resumed a paused one
+    runtime_of(request, sandbox_id)  # 404 for an unknown sandbox; the gate resumed a paused one
     return request.app.ctx.container.sandbox_fs(sandbox_id)
 
 
