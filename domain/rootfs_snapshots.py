@@ -95,16 +95,16 @@ class RootfsSnapshots:
 
         async def body(gate: RuntimeGate) -> None:
             if sandbox_id in manager.running:
-                service = manager.running[sandbox_id]
+                runtime = manager.running[sandbox_id]
                 await asyncio.to_thread(manager.files.sync, sandbox_id)  # the bulk, while it still runs
                 gate.raise_barrier(False)
                 try:
                     await gate.drain(CAPTURE_DRAIN_S, reads_too=False)
-                    service.isolation.freeze(True)
+                    runtime.isolation.freeze(True)
                     try:
                         await asyncio.to_thread(manager.files.capture, sandbox_id, target)
                     finally:
-                        service.isolation.freeze(False)
+                        runtime.isolation.freeze(False)
                 finally:
                     gate.lower_barrier()
             elif sandbox_id in manager.parked:

@@ -11,8 +11,8 @@ complete; the start-up sweep (``sweep``) removes temporary images and images of 
 have no directory (a claim or fork a killed server never finished).
 
 A disk copied from another sandbox holds files owned by that sandbox's host uid: the marker
-``NEW_OWNER`` in the sandbox's directory tells the isolation to hand them to a uid of its own
-when the runtime first starts (``infra.isolation.sandbox_uid``), so no two sandboxes share a uid.
+``NEW_OWNER`` in the sandbox's directory tells the confinement to hand them to a uid of its own
+when the runtime first starts (``infra.confinement.sandbox_uid``), so no two sandboxes share a uid.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from .disk_pool import DiskPool
-from .isolation import NEW_OWNER  # its files came from another sandbox: handed to its own uid
+from .confinement import NEW_OWNER  # its files came from another sandbox: handed to its own uid
 from .reflink import clone_file, frozen, fsync_dir, syncfs, thaw
 from .sandbox_disk import IMAGE_NAME, MOUNT_NAME, create_disk, disk_usage, mount_disk, mounted, unmount_disk
 from .tree_walk import remove_path
