@@ -240,7 +240,7 @@ def document() -> dict:
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
         "tags": [{"name": n} for n in ("sandboxes", "sessions", "contexts", "files", "services", "observability",
-                                            "templates", "aerolvm", "access", "health", "meta")],
+                                            "templates", "rootfs", "aerolvm", "access", "health", "meta")],
         "paths": paths,
         "components": {"schemas": {**ALL, **WORKSPACE_SCHEMAS, **TEMPLATE_SCHEMAS, **ACCESS_SCHEMAS, **EDGE_SCHEMAS,
                                    **ROOTFS_SCHEMAS},

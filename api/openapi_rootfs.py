@@ -23,7 +23,7 @@ SCHEMAS = {
 
 
 def rootfs_paths(operation) -> dict:
-    t = {"tag": "sandboxes"}
+    t = {"tag": "rootfs"}  # a tag of their own: the stateful run's sandboxes pass stays within its budget
     one = "/api/v1/sandbox-rootfs-snapshots/{snapshot_id}"
     return {
         SB + "/snapshots": {
