@@ -20,6 +20,8 @@ class Settings:
     sandbox_new_flows: int = 1000
     disk_reserve: int = 64 << 20  # bytes of the data dir's filesystem kept for the server's stores
     disk_quota: str = "auto"  # on | off | auto: a disk of its own per sandbox (infra/sandbox_disk.py)
+    volume_size: int = 8 << 30  # a new volume's disk when its create does not say (docs/volumes.md)
+    volume_quota: int = 256 << 30  # what one team's volumes and their snapshots may take in all
     # More than one machine (README "More than one machine"): journals, sandbox records and
     # leases in PostgreSQL, workspaces checkpointed into a directory every node shares.
     database_url: str = ""  # "": the embedded default (SQLite per sandbox, one node)
