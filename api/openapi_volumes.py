@@ -15,6 +15,7 @@ SCHEMAS = {
         "id": STR, "team_id": STR, "user_id": STR, "backend": enum("s0fs"), "access_mode": _MODE,
         "source_volume_id": STR, "default_posix_uid": _UINT, "default_posix_gid": _UINT,
         "size_bytes": _UINT, "metered_storage_bytes": _UINT, "storage_observed_at": nullable(TIME),
+        "mounted_by": {**array(STR), "description": "an extension: the sandboxes that bind it now"},
         "created_at": TIME, "updated_at": TIME},
         ("id", "team_id", "user_id", "backend", "created_at", "updated_at")),
     "SandboxVolumeList": array(ref("SandboxVolume")),

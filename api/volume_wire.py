@@ -2,7 +2,7 @@
 
 ``SandboxVolume`` carries what the TypeScript and Go SDKs require (``id``, ``team_id``,
 ``user_id``, ``backend``, ``created_at``, ``updated_at``) and the optional fields this server
-knows; ``size_bytes`` is an extension (the disk's size; the SDKs drop or skip unknown keys).
+knows; ``size_bytes`` and ``mounted_by`` are extensions (the disk's size; the SDKs drop or skip unknown keys).
 Volume ``Snapshot``: ``id``, ``volume_id``, ``name``, ``size_bytes``, ``created_at`` required.
 """
 from __future__ import annotations
@@ -76,6 +76,7 @@ def render_volume(volume: Volume, allocated: int, observed_ns: int) -> dict:
            "default_posix_uid": volume.default_posix_uid, "default_posix_gid": volume.default_posix_gid,
            "size_bytes": volume.size_bytes, "metered_storage_bytes": allocated,
            "storage_observed_at": rfc3339(observed_ns),
+           "mounted_by": [b.sandbox_id for b in volume.bindings],  # an extension (sessionctl volume list)
            "created_at": rfc3339(volume.created_ns), "updated_at": rfc3339(volume.updated_ns)}
     if volume.source_volume_id:
         out["source_volume_id"] = volume.source_volume_id
