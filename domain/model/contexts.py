@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from .errors import InvalidRequestError
 from .json_fields import body_object, optional_bool, optional_str
+from .spec import MAX_ARG_STRING_BYTES, MAX_ARGV, MAX_ARGV_BYTES, MAX_ENV, MAX_ENV_BYTES
 
 # The reference's prompt tokens: a REPL is ready, and an exec is done, once it prints READY_TOKEN.
 READY_TOKEN = "_S0_> "
@@ -80,6 +81,7 @@ def parse_create_context(raw) -> ContextRequest:
             raise InvalidRequestError("cmd.command must be a non-empty array of strings")
         if any("\0" in a for a in command):
             raise InvalidRequestError("cmd.command must not contain NUL bytes")
+        _check_strings(command, "cmd.command", MAX_ARGV, MAX_ARGV_BYTES)
         return ContextRequest(type="cmd", alias="", command=list(command), terminal=terminal, **common)
     repl = body_object(repl, "repl")
     requested = optional_str(repl, "alias").strip().lower() or "python"
@@ -152,7 +154,22 @@ def _env(raw) -> dict[str, str]:
     env = body_object(raw, "env_vars")
     if not all(isinstance(v, str) for v in env.values()):
         raise InvalidRequestError("env_vars values must be strings")
-    return {k.strip(): v for k, v in env.items() if k.strip() and "=" not in k and "\0" not in k + v}
+    env = {k.strip(): v for k, v in env.items() if k.strip() and "=" not in k and "\0" not in k + v}
+    _check_strings([f"{k}={v}" for k, v in env.items()], "env_vars", MAX_ENV, MAX_ENV_BYTES)
+    return env
+
+
+def _check_strings(strings: list[str], where: str, most: int, most_bytes: int) -> None:
+    """What execve takes: a bounded count and size, no string of the kernel's one-string limit
+    (else the context fails to start, inside the sandbox, as a vague 500)."""
+    if len(strings) > most:
+        raise InvalidRequestError(f"{where} has more than {most} entries")
+    sizes = [len(part.encode("utf-8", "surrogatepass")) for part in strings]
+    if any(size > MAX_ARG_STRING_BYTES for size in sizes):
+        raise InvalidRequestError(f"{where} has a string longer than {MAX_ARG_STRING_BYTES} bytes "
+                                  "(the kernel's limit for one argument or variable)")
+    if sum(sizes) > most_bytes:
+        raise InvalidRequestError(f"{where} is larger than {most_bytes} bytes")
 
 
 def _non_negative_int(body: dict, key: str) -> int:

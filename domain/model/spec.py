@@ -25,6 +25,9 @@ MAX_ARGV_BYTES = 256 * 1024
 MAX_ENV = 1024
 MAX_ENV_BYTES = 256 * 1024
 MAX_PATH_BYTES = 4096
+# execve refuses any one argument or ``KEY=value`` string of 32 pages or more (Linux's
+# MAX_ARG_STRLEN, NUL included) with E2BIG, inside the sandbox, after the server said 201.
+MAX_ARG_STRING_BYTES = 32 * 4096 - 1
 MAX_SHORT_BYTES = 4096  # readiness.output, io.terminal.term
 
 
@@ -84,7 +87,7 @@ def _command(value: Any) -> list[str]:
         raise InvalidSpecError("command is required")
     if len(value) > MAX_ARGV:
         raise InvalidSpecError(f"invalid request body: command has more than {MAX_ARGV} arguments")
-    total = sum(check_text(part, "command", MAX_ARGV_BYTES) + 1 for part in value)
+    total = sum(check_text(part, "command", MAX_ARG_STRING_BYTES) + 1 for part in value)
     if total > MAX_ARGV_BYTES:
         raise InvalidSpecError(f"invalid request body: command is longer than {MAX_ARGV_BYTES} bytes")
     return list(value)
@@ -104,8 +107,11 @@ def check_env(env: dict, where: str) -> None:
         raise InvalidSpecError(f"invalid request body: {where} has more than {MAX_ENV} variables")
     total = 0
     for key, item in env.items():
-        total += check_text(key, f"{where} keys", MAX_ENV_BYTES) + check_text(item, f"{where} values",
-                                                                              MAX_ENV_BYTES) + 2
+        size = check_text(key, f"{where} keys", MAX_ENV_BYTES) + check_text(item, f"{where} values", MAX_ENV_BYTES)
+        if size + 1 > MAX_ARG_STRING_BYTES:
+            raise InvalidSpecError(f"invalid request body: {where} variable {key[:64]!r} is longer than "
+                                   f"{MAX_ARG_STRING_BYTES} bytes as KEY=value (the kernel's limit for one string)")
+        total += size + 2
     if total > MAX_ENV_BYTES:
         raise InvalidSpecError(f"invalid request body: {where} is larger than {MAX_ENV_BYTES} bytes")
 

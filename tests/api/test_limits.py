@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.conftest import make_http
-from tests.helpers import TOKEN, all_events, claim_sandbox, create_session, err, ok, spath, wait_for, \
+from tests.helpers import TOKEN, all_events, output_bytes, wait_exited, claim_sandbox, create_session, err, ok, spath, wait_for, \
     write_input
 from tests.serverproc import ServerProcess
 
@@ -25,7 +25,9 @@ BIG = 2**63 - 1
     ({"command": ["/bin/true"], "env": {"A\0B": "1"}}, "NUL"),
     ({"command": ["/bin/true"], "env": {"A": "1\0" + "2"}}, "NUL"),
     ({"command": ["/bin/true"] + ["x"] * 5000}, "4096 arguments"),
-    ({"command": ["/bin/true", "x" * (300 * 1024)]}, "262144 bytes"),
+    ({"command": ["/bin/true"] + ["x" * (100 * 1024)] * 3}, "262144 bytes"),
+    ({"command": ["/bin/true", "x" * (128 * 1024)]}, "longer than 131071 bytes"),
+    ({"command": ["/bin/true"], "env": {"X": "x" * (128 * 1024 - 2)}}, "kernel's limit for one string"),
     ({"command": ["/bin/true"], "env": {f"K{i}": "v" for i in range(1100)}}, "1024 variables"),
     ({"command": ["/bin/true"], "lifecycle": {"idle_timeout_seconds": BIG}}, "out of range"),
     ({"command": ["/bin/true"], "lifecycle": {"max_lifetime_seconds": 2**40}}, "out of range"),
@@ -35,6 +37,27 @@ def test_a_spec_outside_the_limits_is_refused_with_a_400_naming_it(http, sandbox
     body = err(http.post(spath(sandbox_id), json=spec), 400, "invalid_request")
     assert needle in body["message"]
     assert ok(http.get(spath(sandbox_id)), 200)["sessions"] == []
+
+
+def test_an_argument_and_a_variable_just_under_the_kernels_one_string_limit_run(http, sandbox_id):
+    # The largest each may be (KEY=value and its NUL in 32 pages): the process starts and sees them.
+    value = "v" * (128 * 1024 - 3)
+    script = 'printf "%s %s" "${#1}" "${#X}"'
+    session = create_session(http, sandbox_id, {"command": ["/bin/sh", "-c", script, "sh", "a" * (128 * 1024 - 1)],
+                                                "env": {"X": value}})["id"]
+    exited = wait_exited(http, sandbox_id, session, 30)
+    assert exited["exit_code"] == 0, exited
+    output = output_bytes(all_events(http, sandbox_id, session))
+    assert output == f"{128 * 1024 - 1} {len(value)}".encode()
+
+
+def test_a_context_command_or_variable_over_the_kernels_one_string_limit_is_a_400(http, sandbox_id):
+    url = f"/api/v1/sandboxes/{sandbox_id}/contexts"
+    body = err(http.post(url, json={"type": "cmd", "cmd": {"command": ["/bin/echo", "x" * (128 * 1024)]}}), 400)
+    assert "131071 bytes" in body["message"]
+    body = err(http.post(url, json={"type": "cmd", "cmd": {"command": ["/bin/true"]},
+                                    "env_vars": {"X": "x" * (128 * 1024)}}), 400)
+    assert "131071 bytes" in body["message"]
 
 
 def test_a_50_mb_name_is_refused_and_the_list_stays_small(http, sandbox_id):

@@ -13,6 +13,8 @@ from pathlib import Path
 import pyte
 import pytest
 
+from tests.docs_blocks import block
+
 from session_supervisor.client import Client
 from tests.client.test_attach import Terminal, take_terminal
 from tests.helpers import TOKEN
@@ -69,13 +71,20 @@ def complete_and_run(terminal: Terminal, sb: str, sid: str) -> None:
     expect_text(terminal, "phase")
 
 
+def completion_line(shell: str) -> bytes:
+    """The line of docs/cli.md's "completion" block for ``shell``, as printed."""
+    (line,) = [line for line in block("completion").text.splitlines() if f"completion {shell}" in line]
+    return line.encode()
+
+
 @pytest.mark.timeout(90)
 def test_bash_completes_verbs_then_sandbox_and_session_ids_from_the_server(lone_server, tmp_path):
     server, sb, sid = lone_server
     terminal = Terminal()
     proc = shell(terminal, ["bash", "--norc", "--noprofile", "-i"], server, tmp_path)
     try:
-        terminal.type(b"source <(sessionctl completion bash); echo loaded-$?\r")
+        terminal.type(completion_line("bash") + b"\r")  # as docs/cli.md prints it
+        terminal.type(b"echo loaded-$?\r")
         terminal.expect(b"loaded-0")
         complete_and_run(terminal, sb, sid)
         terminal.type(b"exit\r")
@@ -93,7 +102,9 @@ def test_zsh_completes_verbs_then_sandbox_and_session_ids_from_the_server(lone_s
     terminal = Terminal()
     proc = shell(terminal, ["zsh", "-f", "-i"], server, tmp_path)
     try:
-        terminal.type(b'autoload -U compinit && compinit -u && eval "$(sessionctl completion zsh)"; echo loaded-$?\r')
+        terminal.type(b"autoload -U compinit && compinit -u\r")
+        terminal.type(completion_line("zsh") + b"\r")  # as docs/cli.md prints it
+        terminal.type(b"echo loaded-$?\r")
         terminal.expect(b"loaded-0")
         complete_and_run(terminal, sb, sid)
         terminal.type(b"exit\r")

@@ -1,4 +1,4 @@
-"""``sessionctl`` with a team's API key in ``SESSIOND_TOKEN``: the README walkthrough runs verbatim,
+"""``sessionctl`` with a team's API key in ``SESSIOND_TOKEN``: docs/cli.md's walkthrough runs as printed,
 a viewer key exits 6 (forbidden) on input, and another team's key exits 3 (not found)."""
 from __future__ import annotations
 
@@ -12,7 +12,11 @@ import pytest
 
 from tests.helpers import TOKEN, ok
 
-from .test_cli import ROOT, WALKTHROUGH_TIMEOUT_S, cli_env, sessionctl, walkthrough
+from tests.docs_blocks import block
+
+from .test_cli import ROOT, cli_env, sessionctl
+
+WALKTHROUGH_TIMEOUT_S = 120
 
 
 def make_key(server, team: str, role: str) -> str:
@@ -29,9 +33,10 @@ def teams(server):
 
 @pytest.mark.skipif(shutil.which("sessionctl", path=str(Path(sys.executable).parent)) is None,
                     reason="sessionctl is not installed (pip install -e .)")
-def test_the_readme_walkthrough_runs_verbatim_with_a_team_developer_key(server, teams):
+def test_the_docs_walkthrough_runs_as_printed_with_a_team_developer_key(server, teams):
     env = {**cli_env(server), "SESSIOND_TOKEN": make_key(server, teams[0], "developer")}
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", walkthrough()], capture_output=True, text=True,
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", block("sessionctl-walkthrough").text],
+                          capture_output=True, text=True,
                           timeout=WALKTHROUGH_TIMEOUT_S, env=env, cwd=ROOT)
     assert done.returncode == 0, f"exit {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
     assert "typed by the walkthrough" in done.stdout and "sandbox terminated successfully" in done.stdout

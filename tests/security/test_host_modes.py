@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import make_http
-from tests.helpers import TOKEN, claim_sandbox, ok, run_to_exit
+from tests.helpers import TOKEN, claim_sandbox, ok, run_to_exit, workspace_dir
 from tests.serverproc import ServerProcess
 
 NOBODY = 65534
@@ -26,13 +26,13 @@ def attempt(name, fn):
         print(name, "ESCAPED")
     except OSError as exc:
         print(name, "refused:" + errno.errorcode.get(exc.errno, str(exc.errno)))
-data, sb = sys.argv[1], sys.argv[2]
+data, sb, root = sys.argv[1], sys.argv[2], sys.argv[3]
 base = os.path.join(data, "sandboxes", sb)
 attempt("list_data_dir", lambda: os.listdir(data))
-attempt("list_workspace", lambda: os.listdir(base + "/workspace"))
-attempt("read_upload", lambda: open(base + "/workspace/uploaded.txt").read())
-attempt("read_sandbox_file", lambda: open(base + "/workspace/made-inside.txt").read())
-attempt("drop_into_tmp", lambda: open(base + "/tmp/dropped-by-nobody", "w").write("x"))
+attempt("list_workspace", lambda: os.listdir(root + "/workspace"))
+attempt("read_upload", lambda: open(root + "/workspace/uploaded.txt").read())
+attempt("read_sandbox_file", lambda: open(root + "/workspace/made-inside.txt").read())
+attempt("drop_into_tmp", lambda: open(root + "/tmp/dropped-by-nobody", "w").write("x"))
 attempt("read_store", lambda: os.listdir(base + "/state"))
 attempt("read_token", lambda: open(data + "/token").read())
 '''
@@ -63,27 +63,31 @@ def test_another_local_user_reaches_no_workspace_tmp_store_or_token(open_parent)
                                                      "echo t > /tmp/made-inside; ls -ld /tmp"])
         assert exited["exit_code"] == 0
         base = data / "sandboxes" / sb
-        uid = (base / "workspace").stat().st_uid
+        root = workspace_dir(data, sb).parent  # the sandbox's own disk when it has one
+        assert (root / "uploaded.txt").exists() is False and (root / "workspace" / "uploaded.txt").exists()
+        uid = (root / "workspace").stat().st_uid
         modes = {str(p.relative_to(data)) or ".": oct(mode(p)) for p in
-                 (data, data / "sandboxes", base, base / "state", base / "tmp", base / "workspace", data / "runtime",
+                 (data, data / "sandboxes", base, base / "state", root / "tmp", root / "workspace", data / "runtime",
                   data / "token", data / "lock")}
         print("\nmodes:", modes)
-        for path in (data, data / "sandboxes", base, base / "state", base / "tmp", data / "runtime"):
+        for path in (data, data / "sandboxes", base, base / "state", root / "tmp", data / "runtime"):
             assert mode(path) in (0o700, 0o750), (path, oct(mode(path)))
         assert mode(data / "token") == 0o600 and mode(data / "lock") == 0o600
         for part in ("workspace", "tmp"):  # the sandbox's own, and nobody else may write them
-            info = (base / part).stat()
+            info = (root / part).stat()
             assert info.st_uid == uid != 0 and not info.st_mode & 0o002, (part, oct(info.st_mode), info.st_uid)
 
         done = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                               "/usr/bin/python3", "-c", INTRUDER, str(data), sb],
+                               "/usr/bin/python3", "-c", INTRUDER, str(data), sb, str(root)],
                               capture_output=True, text=True, timeout=30)
         print(done.stdout.strip())
         results = dict(line.split(" ", 1) for line in done.stdout.splitlines())
         assert len(results) == 7, done.stdout + done.stderr
         escaped = {name: r for name, r in results.items() if not r.startswith("refused:")}
         assert not escaped, escaped
-        assert not (base / "tmp" / "dropped-by-nobody").exists()
+        missing = {name for name, r in results.items() if r == "refused:ENOENT"}
+        assert not missing, f"probed paths that do not exist, so they prove nothing: {missing}"
+        assert not (root / "tmp" / "dropped-by-nobody").exists()
         # The sandbox itself still works through all of it: its own files, a new session.
         exited, out = run_to_exit(http, sb, ["cat", "/workspace/uploaded.txt", "/tmp/made-inside"])
         assert (exited["exit_code"], out) == (0, b"uploaded secrett\n")

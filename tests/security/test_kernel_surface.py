@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from tests.helpers import claim_sandbox, create_session, run_to_exit, wait_for
+from tests.helpers import claim_sandbox, create_session, run_to_exit, wait_for, workspace_dir
 
 from .test_limits import processes_of
 
@@ -82,7 +82,7 @@ def test_socket_families_no_sandbox_needs_are_refused_inside_and_ordinary_ones_w
 def test_ptrace_reaches_the_sandboxs_own_processes_and_nothing_else(hardened, http):
     tracer, other = claim_sandbox(http), claim_sandbox(http)
     create_session(http, other, {"command": ["sleep", "600"]})
-    uid = (hardened.data_dir / "sandboxes" / other / "workspace").stat().st_uid
+    uid = workspace_dir(hardened.data_dir, other).stat().st_uid
     victims = wait_for(lambda: processes_of(uid), timeout=30, describe=lambda: "the other sandbox's sleep")
     exited, out = run_to_exit(http, tracer, [PY, "-c", PTRACE, str(max(victims)), str(hardened.proc.pid)],
                               timeout=60)

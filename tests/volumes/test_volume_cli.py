@@ -4,28 +4,18 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-from pathlib import Path
 
 from tests.client.test_cli import cli_env, sessionctl
+from tests.docs_blocks import block, run_block
 
 from .conftest import needs_root
 
 pytestmark = needs_root
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def docs_block(name: str) -> str:
-    """The fenced block after ``<!-- run: NAME ... -->`` in docs/volumes.md, as printed."""
-    text = (ROOT / "docs" / "volumes.md").read_text()
-    found = re.findall(rf"<!-- run: {re.escape(name)}\b.*?-->\n```sh\n(.*?)```", text, re.S)
-    assert len(found) == 1, f"one block {name!r} in docs/volumes.md"
-    return found[0]
 
 
 def test_the_docs_recipe_keeps_a_repository_in_a_volume_across_two_sandboxes(hardened_server):
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", docs_block("volume-cli")], cwd=ROOT,
-                          env=cli_env(hardened_server), capture_output=True, text=True, timeout=120)
+    # As printed, in bash as the docs' blocks run; the server is this module's, named by SESSIOND_URL.
+    done = run_block(block("volume-cli"), cli_env(hardened_server), timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert "kept" in lines, done.stdout
