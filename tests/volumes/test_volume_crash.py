@@ -1,6 +1,7 @@
-"""kill -9 of the server while volumes are being deleted: after the restart each volume is either
-whole (listed, its files and snapshot readable) or gone (not listed, nothing of it on disk, nothing
-of it counted against the team's quota), and a delete that was answered is never undone."""
+"""kill -9 of the server while volumes are being deleted, created, forked or snapshotted: after the
+restart each volume (and snapshot) is either whole (listed, its files readable) or gone (not listed,
+nothing of it on disk, nothing of it counted against the team's quota); an answered delete is never
+undone and an answered create never lost."""
 from __future__ import annotations
 
 import os
@@ -108,5 +109,81 @@ def test_kill_9_during_volume_deletes_leaves_each_volume_whole_or_gone(tmp_path)
         print(f"\n{ROUNDS} kill -9 rounds of {PER_ROUND} volume deletes each: {states}")
         assert states["acknowledged"] + states["done, unanswered"] + states["caught half way"] > 0
         assert states["not begun"] + states["caught half way"] + states["done, unanswered"] > 0
+    finally:
+        server.stop()
+
+
+def send(port: int, method: str, path: str, body: bytes = b"{}") -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.sendall(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
+                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+                 .encode() + body)
+    return sock
+
+
+def answer(sock: socket.socket) -> bytes:
+    received = b""
+    try:
+        while select.select([sock], [], [], 2)[0]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            received += chunk
+    except OSError:
+        pass
+    finally:
+        sock.close()
+    return received
+
+
+def test_kill_9_during_volume_creates_forks_and_snapshots_leaves_nothing_half_made(tmp_path):
+    rng = random.Random(72)
+    server = ServerProcess(tmp_path / "data", token=TOKEN, runtime="host",
+                           extra_args=["--volume-size", "32Mi", "--volume-quota", f"{QUOTA}"])
+    volumes_dir = server.data_dir / "volumes"
+    content = os.urandom(4 * 2**20)
+    answered_201 = 0
+    server.start()
+    try:
+        with make_http(server.url) as http:
+            base = new_volume(http)
+            ok(http.post(f"{V}/{base}/files", params={"path": "data.bin"}, content=content), 200)
+        for attempt in range(ROUNDS):
+            calls = [send(server.port, "POST", V, b'{"access_mode":"RWO"}'),
+                     send(server.port, "POST", f"{V}/{base}/fork"),
+                     send(server.port, "POST", f"{V}/{base}/snapshots", b'{"name":"crash"}')]
+            time.sleep(rng.uniform(0, 0.15))
+            server.kill()
+            made = []
+            for sock in calls:
+                reply = answer(sock)
+                if reply.startswith(b"HTTP/1.1 201"):
+                    answered_201 += 1
+                    made.append(reply.split(b'"id":"', 1)[1].split(b'"', 1)[0].decode())
+            server.start()
+            with make_http(server.url) as http:
+                listed = {v["id"]: v for v in ok(http.get(V), 200)}
+                snapshots = {s["id"] for s in ok(http.get(f"{V}/{base}/snapshots"), 200)}
+                for item in made:  # every answered create is there after the restart
+                    assert item in listed or item in snapshots, (attempt, item)
+                for volume in listed.values():  # and whatever is listed is whole
+                    if volume.get("source_volume_id") == base:
+                        assert http.get(f"{V}/{volume['id']}/files", params={"path": "data.bin"}).content == content
+                    elif volume["id"] != base:
+                        assert ok(http.get(f"{V}/{volume['id']}/files/list", params={"path": "/"}), 200)["entries"] == []
+                for snapshot in snapshots:
+                    made_from = ok(http.post(V, json={"snapshot_id": snapshot}), 201)["id"]
+                    assert http.get(f"{V}/{made_from}/files", params={"path": "data.bin"}).content == content
+                    ok(http.delete(f"{V}/{made_from}"), 200)
+                    ok(http.delete(f"{V}/{base}/snapshots/{snapshot}"), 200)
+                for volume in listed:
+                    if volume != base:
+                        ok(http.delete(f"{V}/{volume}"), 200)
+                half_made = [p.name for p in volumes_dir.rglob(".creating-*")]
+                assert half_made == [] and on_disk(volumes_dir) == {base}, (attempt, half_made, on_disk(volumes_dir))
+        with make_http(server.url) as http:
+            ok(http.delete(f"{V}/{base}"), 200)
+            ok(http.delete(f"{V}/{new_volume(http, size=f'{QUOTA}')}"), 200)  # nothing half made counts
+        print(f"\n{ROUNDS} kill -9 rounds of a create, a fork and a snapshot: {answered_201} of {3 * ROUNDS} answered")
     finally:
         server.stop()
