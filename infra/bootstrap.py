@@ -180,7 +180,8 @@ class Container:
             return self.runtime
         shared = self.settings.checkpoint_dir if self.settings.clustered else None
         files = VolumeFiles(Path(shared or self.settings.data_dir) / "volumes")
-        self.volume_mounts = VolumeMounts(files, self.settings.data_dir / "volume-mounts")
+        self.volume_mounts = VolumeMounts(files, self.settings.data_dir / "volume-mounts",
+                                          node_id=self.node_id if self.settings.clustered else "")
         self.volumes = Volumes(files, self.volume_mounts, self.clock.now_ns, lambda: str(uuid.uuid4()),
                                quota_bytes=self.settings.volume_quota, default_size=self.settings.volume_size,
                                admit_space=lambda: self.disk.admit(CLAIM_ROOM, "a new volume"))

@@ -9,6 +9,13 @@ binds this mount into them). Users are counted; a disk nobody uses is unmounted 
 After a kill -9 the mounts are still there: the next start thaws whatever was frozen, unmounts the
 disks of volumes that no longer exist, and adopts the rest (with no users: the idle sweep unmounts
 them unless a sandbox binds them again).
+
+With more than one node (``node_id`` set) the disks are in the shared checkpoint dir, and an ext4
+filesystem mounted by two nodes at once is corrupted. So a node mounts a disk only while it uses it
+(no idle time), and says so in ``volumes/<id>/mounted-on`` (its node id, written and removed under
+the store's lock): another node's mount waits a little for it to go (a sandbox just deleted
+there), then is refused (409), and so are its snapshots, forks and restores, which would copy or
+replace a disk that node is writing. A node that died holding a disk holds it until it starts again.
 """
 from __future__ import annotations
 
@@ -20,7 +27,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from session_supervisor.domain.model.volumes import VolumeNotFoundError
+from session_supervisor.domain.model.volumes import VolumeConflictError, VolumeNotFoundError
 
 from .sandbox_disk import mounted
 from .volume_store import VolumeFiles, is_volume_id, mount_image
@@ -28,15 +35,18 @@ from .volume_store import VolumeFiles, is_volume_id, mount_image
 log = logging.getLogger(__name__)
 
 IDLE_S = 30.0
+HOLDER = "mounted-on"
+HANDOVER_S = 10.0  # how long a mount waits for another node to let the disk go
 
 
 class VolumeMounts:
-    def __init__(self, store: VolumeFiles, root: Path, idle_s: float = IDLE_S) -> None:
+    def __init__(self, store: VolumeFiles, root: Path, idle_s: float = IDLE_S, node_id: str = "") -> None:
         self.store = store
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)  # nobody but the server walks into a tenant's disk
-        self.idle_s = idle_s
+        self.node_id = node_id
+        self.idle_s = 0.0 if node_id else idle_s
         self._lock = threading.Lock()
         self._users: dict[str, int] = {}
         self._idle_since: dict[str, float] = {}
@@ -55,8 +65,13 @@ class VolumeMounts:
                 image = self.store.image(volume_id)
                 if not is_volume_id(volume_id) or not image.exists():
                     raise VolumeNotFoundError()
+                self._hold(volume_id)
                 point.mkdir(mode=0o755, exist_ok=True)
-                mount_image(image, point)
+                try:
+                    mount_image(image, point)
+                except BaseException:
+                    self._let_go(volume_id)
+                    raise
             self._users[volume_id] = self._users.get(volume_id, 0) + 1
             self._idle_since.pop(volume_id, None)
         self._start_sweeper()
@@ -69,7 +84,10 @@ class VolumeMounts:
                 self._users[volume_id] = left
                 return
             self._users.pop(volume_id, None)
-            self._idle_since[volume_id] = time.monotonic()
+            if self.node_id:  # the disk goes at once: another node may be waiting for it
+                self._unmount(volume_id, lazy=False)
+            else:
+                self._idle_since[volume_id] = time.monotonic()
 
     def users(self, volume_id: str) -> int:
         with self._lock:
@@ -80,6 +98,7 @@ class VolumeMounts:
         """Writes to the volume held while the block runs (its disk is being copied)."""
         point = self.point(volume_id)
         if not mounted(point):
+            self.check_not_held_elsewhere(volume_id)
             yield
             return
         _run(["fsfreeze", "--freeze", str(point)])
@@ -91,6 +110,7 @@ class VolumeMounts:
     def release(self, volume_id: str) -> None:
         """Unmounted here: its disk is about to be deleted or replaced. Lazily: a sandbox that still
         binds it (a delete with force) keeps it until its runtime ends."""
+        self.check_not_held_elsewhere(volume_id)
         with self._lock:
             self._users.pop(volume_id, None)
             self._idle_since.pop(volume_id, None)
@@ -104,6 +124,7 @@ class VolumeMounts:
             if result.returncode != 0:
                 log.info("umount %s: %s", point, result.stderr.strip())
                 return False
+            self._let_go(volume_id)
         try:
             point.rmdir()
         except FileNotFoundError:
@@ -111,6 +132,43 @@ class VolumeMounts:
         except OSError as exc:
             log.warning("volume mount point %s: %s", point, exc)
         return True
+
+    # ---- one node at a time (a cluster) -------------------------------------------------------
+    def _holder_file(self, volume_id: str) -> Path:
+        return self.store.path(volume_id) / HOLDER
+
+    def holder(self, volume_id: str) -> str | None:
+        try:
+            return self._holder_file(volume_id).read_text().strip() or None
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def check_not_held_elsewhere(self, volume_id: str) -> None:
+        holder = self.holder(volume_id) if self.node_id else None
+        if holder and holder != self.node_id:
+            raise VolumeConflictError(f"sandboxvolume {volume_id} is mounted on node {holder}: "
+                                      "it must be unmounted there first (delete or pause what binds it)")
+
+    def _hold(self, volume_id: str) -> None:
+        if not self.node_id:
+            return
+        deadline = time.monotonic() + HANDOVER_S
+        while True:
+            with self.store.lock():
+                holder = self.holder(volume_id)
+                if holder in (None, self.node_id):
+                    self._holder_file(volume_id).write_text(self.node_id)
+                    return
+            if time.monotonic() >= deadline:
+                self.check_not_held_elsewhere(volume_id)
+            time.sleep(0.1)
+
+    def _let_go(self, volume_id: str) -> None:
+        if not self.node_id:
+            return
+        with self.store.lock():
+            if self.holder(volume_id) == self.node_id:
+                self._holder_file(volume_id).unlink(missing_ok=True)
 
     # ---- the idle sweep and crash leftovers ----------------------------------------------------
     def sweep(self) -> None:
@@ -146,6 +204,10 @@ class VolumeMounts:
                 self._unmount(entry.name, lazy=True)
             else:
                 self._idle_since[entry.name] = time.monotonic()
+        if self.node_id:  # what this node held when it died, and no longer has mounted
+            for volume in self.store.volumes():
+                if self.holder(volume.id) == self.node_id and not mounted(self.point(volume.id)):
+                    self._let_go(volume.id)
         if self._idle_since:
             self._start_sweeper()
 

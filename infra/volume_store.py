@@ -42,6 +42,7 @@ from typing import Callable
 from session_supervisor.domain.model.volumes import Binding, Volume, VolumeSnapshot, VolumeSnapshotNotFoundError
 
 from .checkpoint import fsync_dir, write_atomic
+from .rootfs import mount_points
 from .tree_walk import remove_path
 
 log = logging.getLogger(__name__)
@@ -210,7 +211,13 @@ class VolumeFiles:
         return staging
 
     def clean_up(self) -> None:
-        """What a killed server left half made or half removed: removed (at start, with no call running)."""
+        """What a killed server left half made or half removed: removed (at start, with no call running).
+        A create killed while it emptied its new disk left that disk mounted in its staging dir:
+        unmounted first (a mount point cannot be removed, and it holds a loop device)."""
+        below = str(self.root) + "/"
+        for point in sorted(mount_points(), reverse=True):
+            if point.startswith(below) and f"/{CREATING}" in point[len(below) - 1:]:
+                subprocess.run(["umount", "--lazy", point], capture_output=True, timeout=60, check=False)
         for entry in os.scandir(self.root):
             if entry.name.startswith((CREATING, REMOVING)):
                 self._remove_quietly(Path(entry.path))
