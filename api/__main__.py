@@ -232,12 +232,12 @@ def cluster_settings(args: argparse.Namespace) -> dict:
 
 def serve(settings: Settings, *, access_log: bool) -> None:
     from session_supervisor.infra.bootstrap import Container
-    from session_supervisor.infra.runtime import RuntimeUnavailableError
+    from session_supervisor.infra.bubblewrap import LauncherUnavailableError
 
     from .app import create_app
     try:
         container = Container(settings)
-    except RuntimeUnavailableError as error:
+    except LauncherUnavailableError as error:
         fail(f"{error} (install bubblewrap, or run with --runtime host: no isolation)")
     try:
         sock = listening_socket(settings.host, settings.port)
@@ -254,7 +254,7 @@ def serve(settings: Settings, *, access_log: bool) -> None:
     async def announce(app):
         tune_garbage_collector()
         # Printed whatever --log-level says: it is how an operator finds the URL and the token.
-        sys.stderr.write(startup_line(url, settings, container.runtime.name) + "\n")
+        sys.stderr.write(startup_line(url, settings, container.launcher.name) + "\n")
         sys.stderr.flush()
 
     app.run(sock=sock, single_process=True, access_log=access_log, motd=False)

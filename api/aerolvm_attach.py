@@ -1,4 +1,4 @@
-"""The AeroLVM ``attach`` WebSocket (aerolvm-sessions.md §3 and §4.10).
+"""The AeroLVM ``attach`` WebSocket.
 
 Server -> client: binary ``0x01``/``0x02`` + bytes (stdout or pty / stderr), first the
 retained output window, then live output; when the session is finished, all output
@@ -75,9 +75,9 @@ _detached: set[asyncio.Task] = set()  # client sides still writing after their h
 class Attach:
     """One attached client of one session."""
 
-    def __init__(self, ws, svc, session_id: str) -> None:
+    def __init__(self, ws, runtime, session_id: str) -> None:
         self.ws = ws
-        self.svc = svc
+        self.runtime = runtime
         self.session_id = session_id
         self.subscriber = None
         self.upto = 0
@@ -85,8 +85,8 @@ class Attach:
 
     def subscribe(self):
         """Snapshot (committed seq) and subscription in one synchronous step."""
-        session = self.svc.session(self.session_id)
-        self.subscriber, self.upto = self.svc.journal.subscribe(self.session_id, self.svc.journal.cursor(session)[1])
+        session = self.runtime.session(self.session_id)
+        self.subscriber, self.upto = self.runtime.journal.subscribe(self.session_id, self.runtime.journal.cursor(session)[1])
         if is_finished(session):
             self.last_exit = exit_info(session)
         return self.subscriber
@@ -107,7 +107,7 @@ class Attach:
 
     async def _replay(self) -> None:
         try:
-            chunks = await self.svc.journal.output_tail(self.session_id, self.upto, REPLAY_BYTES)
+            chunks = await self.runtime.journal.output_tail(self.session_id, self.upto, REPLAY_BYTES)
         except SessionNotFoundError:
             chunks = []  # deleted meanwhile: the live feed reports it
         for frame in output_frames(chunks):
@@ -133,8 +133,8 @@ class Attach:
     # ---- server -> client ---------------------------------------------------------------
     def _finished_info(self, last: int) -> dict | None:
         """Exit info once every committed event was delivered and the session rests."""
-        session = self.svc.store.sessions.get(self.session_id)
-        if session is None or self.svc.store.committed_seq.get(self.session_id) != last:
+        session = self.runtime.store.sessions.get(self.session_id)
+        if session is None or self.runtime.store.committed_seq.get(self.session_id) != last:
             return None
         if session.version != last or not is_finished(session):
             return None
@@ -235,9 +235,9 @@ class Attach:
         kind = control.get("type")
         try:
             if kind == "resize":
-                await commands.resize(self.svc.io, self.session_id, {"rows": control.get("rows"), "cols": control.get("cols")})
+                await commands.resize(self.runtime.io, self.session_id, {"rows": control.get("rows"), "cols": control.get("cols")})
             elif kind == "signal":
-                await commands.send_signal(self.svc.io, self.session_id, {"signal": control.get("signal")})
+                await commands.send_signal(self.runtime.io, self.session_id, {"signal": control.get("signal")})
         except DomainError as exc:
             # No reply channel: an error frame would end the client's wait(). A pipes
             # session ignores resizes, and an exited one gets its exit frame anyway.
@@ -247,7 +247,7 @@ class Attach:
     async def _write_stdin(self, data: bytes) -> None:
         request = InputRequest(f"attach-{uuid.uuid4().hex}", data, False, "")
         try:
-            await self.svc.io.write(self.session_id, request)
+            await self.runtime.io.write(self.session_id, request)
         except (SessionNotRunningError, OperationFailedError, SessionNotFoundError) as exc:
             # The process is gone: the exit frame follows, which is what the client waits for.
             log.debug("attach input to %s dropped: %s", self.session_id, exc.message)

@@ -1,4 +1,4 @@
-"""Shapes of the AeroLVM facade (aerolvm-sessions.md §2): request parsing and rendering.
+"""Shapes of the AeroLVM facade: request parsing and rendering.
 
 An AeroLVM session is an ordinary supervised session: creation is translated into a
 Sandbox0 spec (restart ``never``, the default) and rendering reads the same aggregate

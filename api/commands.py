@@ -2,8 +2,8 @@
 
 Base64 is decoded here, once; specs are normalized here; the domain never sees a request
 body. The order of checks is the contract's: JSON type errors and the body's 400s before
-the session lookup (§1.4-§1.10; a new attempt looks the session up first, §1.7), the 429 of
-a full input queue before a large input body is decoded (§1.8).
+the session lookup (a new attempt looks the session up first), the 429 of
+a full input queue before a large input body is decoded.
 """
 from __future__ import annotations
 
@@ -25,23 +25,23 @@ from .wire import (
 )
 
 
-async def create_session(svc, raw_spec, idempotency_key: str):
+async def create_session(runtime, raw_spec, idempotency_key: str):
     spec = normalize_spec(raw_spec)
-    return await svc.lifecycle.create_session(spec, bounded_key(idempotency_key, "Idempotency-Key"))
+    return await runtime.lifecycle.create_session(spec, bounded_key(idempotency_key, "Idempotency-Key"))
 
 
-async def update_session(svc, session_id: str, raw_spec):
-    return await svc.lifecycle.update_session(session_id, normalize_spec(raw_spec))
+async def update_session(runtime, session_id: str, raw_spec):
+    return await runtime.lifecycle.update_session(session_id, normalize_spec(raw_spec))
 
 
-async def set_desired_state(svc, session_id: str, body):
-    return await svc.lifecycle.set_desired_state(session_id, parse_desired_state(body_object(body)))
+async def set_desired_state(runtime, session_id: str, body):
+    return await runtime.lifecycle.set_desired_state(session_id, parse_desired_state(body_object(body)))
 
 
-async def create_attempt(svc, session_id: str, body):
+async def create_attempt(runtime, session_id: str, body):
     body = body_object(body)
-    svc.session(session_id)  # 404 before the body's field errors (contract §1.7)
-    return await svc.lifecycle.create_attempt(session_id, parse_replace_current(body))
+    runtime.session(session_id)  # 404 before the body's field errors (as the reference answers)
+    return await runtime.lifecycle.create_attempt(session_id, parse_replace_current(body))
 
 
 async def send_signal(io: SessionIO, session_id: str, body) -> None:
@@ -61,7 +61,7 @@ async def write_input(io: SessionIO, session_id: str, body: dict) -> dict:
 
 
 def check_input_types(body: dict) -> None:
-    """JSON type errors are decode errors: they come before the lookup (contract §1.8)."""
+    """JSON type errors are decode errors: they come before the lookup."""
     for key in ("input_id", "expected_attempt_id", "data_base64"):
         optional_str(body, key)
     optional_bool(body, "eof")

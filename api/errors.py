@@ -88,7 +88,7 @@ AEROLVM_PREFIX = "/v1/"
 
 
 def aerolvm_error(status: int, message: str) -> HTTPResponse:
-    """The AeroLVM facade's error shape: a bare {"error": "..."} object (aerolvm-sessions.md §4)."""
+    """The AeroLVM facade's error shape: a bare {"error": "..."} object."""
     return HTTPResponse(orjson.dumps({"error": message}), status=status, content_type="application/json")
 
 

@@ -1,4 +1,4 @@
-"""The runtime gate in front of every session route (sandboxes contract §4.2, sessions §6.15).
+"""The runtime gate in front of every session route: auto-resume and the pause barrier.
 
 Before a session call runs, the sandbox must have a runtime: a paused one is resumed when
 it has ``auto_resume`` (else 503 ``unavailable``), and while a pause hook runs, new mutating

@@ -21,7 +21,6 @@ from .exposure import exposed_target, path_target
 
 HTTP_PATH = "/_sessiond/ingress"
 WS_PATH = "/_sessiond/ingress-ws"
-INTERNAL_PREFIX = "/_sessiond/"  # the handlers' own paths: only reached through the rewrite below
 
 
 @dataclass(frozen=True)
@@ -45,10 +44,6 @@ def target_of(request: Request, domain: str) -> IngressTarget | None:
         if found is not None:
             return IngressTarget(found[0], found[1], found[2], query, "path")
     return None
-
-
-def is_ingress(request: Request) -> bool:
-    return getattr(request.ctx, "ingress", None) is not None
 
 
 def install_ingress(app) -> None:

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 1.0
 WS_MAX_SIZE = 64 * 1024 * 1024
-# Hop-by-hop (RFC 9110 §7.6.1), what httpx sets itself, and forwarding headers only this server
+# Hop-by-hop (RFC 9110, section 7.6.1), what httpx sets itself, and forwarding headers only this server
 # may set: a client's own X-Forwarded-* or X-Sandbox-ID must not reach the service as ours.
 _NOT_FORWARDED = frozenset((
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer",

@@ -77,12 +77,12 @@ class LiveState:
                                    labels=["sandbox"])
         store = GaugeMetricFamily("sessiond_store_bytes", "Journal store size on disk", labels=["sandbox"])
         counts: dict[str, int] = {}
-        for sandbox_id, service in (dict(manager.running) if manager else {}).items():
-            if self.visible_to is not None and not self.visible_to.sees(service.store.sandbox.team_id):
+        for sandbox_id, runtime in (dict(manager.running) if manager else {}).items():
+            if self.visible_to is not None and not self.visible_to.sees(runtime.store.sandbox.team_id):
                 continue
-            for session in service.list_sessions():
+            for session in runtime.list_sessions():
                 counts[session.phase] = counts.get(session.phase, 0) + 1
-            depth = sum(live.ops.qsize() for live in service.attempts.live.values())
+            depth = sum(live.ops.qsize() for live in runtime.attempts.live.values())
             queued.add_metric([sandbox_id], depth)
             store.add_metric([sandbox_id], _dir_bytes(manager.files.state_dir(sandbox_id)))
         for phase, count in sorted(counts.items()):

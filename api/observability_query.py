@@ -1,4 +1,4 @@
-"""The query strings of the observability routes (environments contract §5), parsed at the edge.
+"""The query strings of the observability routes, parsed at the edge.
 
 Times are RFC 3339; Python's watch helpers send ``datetime.isoformat()``, which has no offset for
 a naive datetime: that is read as UTC. Every refusal is 400 ``bad_request`` naming the parameter.

@@ -1,5 +1,5 @@
-"""OpenAPI entries for a sandbox's edges: services, observability and metrics (environments
-contract §4-§5). The ingress itself (exposure hosts and the path form) is a proxy, not an API
+"""OpenAPI entries for a sandbox's edges: services, observability and metrics.
+The ingress itself (exposure hosts and the path form) is a proxy, not an API
 operation: docs/edges.md describes it."""
 from __future__ import annotations
 

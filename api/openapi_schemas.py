@@ -1,7 +1,7 @@
 """JSON Schemas (OpenAPI 3.1 / JSON Schema 2020-12) of both APIs, from the contracts.
 
-Sessions contract §2 (spec), §3 (resources), §1.8-§1.10 (small bodies), §5
-(WebSocket frames); sandboxes contract §1-§2; aerolvm-sessions contract §2-§3.
+The session spec, the resources, the small bodies (inputs, signals, resize), the WebSocket
+frames; the sandbox bodies; the AeroLVM facade's shapes.
 Response schemas say what the server sends (optional fields omitted, never
 null); request schemas say what a valid request is.
 """
@@ -71,7 +71,7 @@ SESSIONS = {
         {"code": STR, "message": STR, "details": {"description": "e.g. {earliest, latest} on a 410"}},
         ("code", "message"))}, ("success", "error")),
     "SessionSpec": obj(_SPEC_FIELDS, ("command",),
-                       description="ExecutionSessionSpec (§2); the server applies every default."),
+                       description="ExecutionSessionSpec; the server applies every default."),
     "NormalizedSessionSpec": obj(_SPEC_FIELDS, ("command", "io", "lifecycle", "readiness", "event_retention")),
     "Cursor": obj({"earliest": INT64, "latest": INT64}, ("earliest", "latest")),
     "Attempt": obj({"id": STR, "number": INT64, "runtime_generation": INT64, "pid": INT32,

@@ -26,7 +26,7 @@ from .errors import AEROLVM_PREFIX, aerolvm_error, envelope
 log = logging.getLogger(__name__)
 
 FORWARDED_BY = "x-sessiond-forwarded-by"
-# Hop-by-hop headers (RFC 9110 §7.6.1) and those httpx sets from what it sends.
+# Hop-by-hop headers (RFC 9110, section 7.6.1) and those httpx sets from what it sends.
 _NOT_FORWARDED = frozenset(("connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
                             "trailer", "transfer-encoding", "upgrade", "host", "content-length"))
 _WS_HANDSHAKE = frozenset(("sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions",

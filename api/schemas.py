@@ -1,6 +1,6 @@
 """Render domain objects as the contract's JSON shapes; parse request bodies.
 
-Optional fields are omitted, never null (contract §3, §7.3).
+Optional fields are omitted, never null (the SDKs' models read them so).
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def ok(data, status: int = 200) -> HTTPResponse:
 
 
 def ok_events_page(events: list[PublicJson], earliest: int, latest: int) -> HTTPResponse:
-    """``ok({"events": [...], "cursor": {...}})`` (§1.11) for events the store rendered as JSON."""
+    """``ok({"events": [...], "cursor": {...}})`` (the events page) for events the store rendered as JSON."""
     parts = [b'{"success":true,"data":{"events":[']
     for _seq, _kind, json in events:  # one copy of each event into the body, however large
         parts += (json, b",")

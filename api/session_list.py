@@ -14,22 +14,22 @@ from sanic.response import HTTPResponse
 
 from .schemas import render_session
 
-# service -> {session id: ((version, cursor), json)}; a service that is gone takes its entries.
+# runtime -> {session id: ((version, cursor), json)}; a runtime that is gone takes its entries.
 _CACHES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def session_list_response(svc) -> HTTPResponse:
+def session_list_response(runtime) -> HTTPResponse:
     """The same bytes as ``ok({"sessions": [render_session(...) ...]})``."""
-    old = _CACHES.get(svc, {})
+    old = _CACHES.get(runtime, {})
     fresh = {}
     parts = []
-    for live, session in svc.shown_sessions():  # as committed
-        key = (session.version, svc.journal.cursor(live))
+    for live, session in runtime.shown_sessions():  # as committed
+        key = (session.version, runtime.journal.cursor(live))
         hit = old.get(session.id)
         if hit is None or hit[0] != key:
             hit = (key, orjson.dumps(render_session(session, key[1])))
         fresh[session.id] = hit
         parts.append(hit[1])
-    _CACHES[svc] = fresh  # only the sessions that still exist
+    _CACHES[runtime] = fresh  # only the sessions that still exist
     body = b'{"success":true,"data":{"sessions":[' + b",".join(parts) + b"]}}"
     return HTTPResponse(body, status=200, content_type="application/json")

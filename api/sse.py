@@ -1,4 +1,4 @@
-"""SSE framing (contract §4): one block per event, comments for heartbeats."""
+"""SSE framing: one block per event, comments for heartbeats."""
 from __future__ import annotations
 
 import orjson

@@ -1,4 +1,4 @@
-"""``config.webhook`` at claim (environments contract §6): validated, and its URL checked against
+"""``config.webhook`` at claim: validated, and its URL checked against
 where webhooks may go before the sandbox exists. Update cannot change it (the reference's rule):
 only a claim reads it."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every WebSocket of the server closes with 1007 on a text frame that is not UTF-8 (RFC 6455 §8.1).
+"""Every WebSocket of the server closes with 1007 on a text frame that is not UTF-8 (RFC 6455, section 8.1).
 
 Sanic decodes text frames in its frame assembler; an invalid one raises there, in a task of its
 own, and the connection stayed open with the message lost (the client waited for a reply that

@@ -14,7 +14,7 @@ from .live_attempt import LiveAttempt
 from .model.errors import OperationFailedError, UnavailableError
 from .model.phases import Phase
 from .model.session import READINESS_TIMEOUT, START_FAILED, Session
-from .ports import AttemptHandle, AttemptHost, ExitStatus, StartFailedError, TerminalSize
+from .ports import AttemptHost, ExitStatus, StartFailedError, TerminalSize
 
 log = logging.getLogger(__name__)
 KILL_WAIT_S = 5.0  # a stop routine's wait after its SIGKILL
@@ -94,7 +94,7 @@ class AttemptRunner:
     async def _readiness_timeout(self, session: Session, live: LiveAttempt, timeout_ms: int) -> None:
         await self.host.clock.sleep(timeout_ms / 1000)
         if self.live.get(session.id) is live and session.phase == "starting" and live.handle:
-            live.exit_reason = READINESS_TIMEOUT  # then the restart policy applies (contract §6.3)
+            live.exit_reason = READINESS_TIMEOUT  # a readiness timeout is an exit: the restart policy applies
             self._spawn(self._terminate(session, live))
 
     def _on_output(self, session: Session, live: LiveAttempt, stream: str, data: bytes) -> None:
@@ -164,7 +164,7 @@ class AttemptRunner:
         await self._terminate(session, live)
 
     async def _terminate(self, session: Session, live: LiveAttempt) -> None:
-        """Contract §6.5: TERM to the group, grace, KILL, 5 s more, else the call fails."""
+        """The stop: TERM to the group, grace, KILL, 5 s more, else the call fails."""
         grace_s = session.spec["lifecycle"]["stop_grace_period_seconds"]
         live.handle.send_signal(signals.SIGTERM)
         # A stopped process (paused, or sent SIGSTOP by a client) cannot act on TERM until it

@@ -1,4 +1,4 @@
-"""The loop side of the write path (D4): coalesce, batch, commit, then publish.
+"""The loop side of the write path (one writer thread, group commit): coalesce, batch, commit, then publish.
 
 Output is appended per session as runs of one stream; a run becomes an ``output``
 event when it reaches CHUNK_BYTES or when the next tick starts. A tick takes whatever

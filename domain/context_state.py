@@ -111,7 +111,7 @@ PREVIEW_CHARS = 1024  # of stdout and stderr in a process.exited webhook
 
 
 def process_started(context: Context) -> dict:
-    """A ``process.started`` webhook's payload (environments contract §6)."""
+    """A ``process.started`` webhook's payload."""
     request = context.request
     payload = {"process_id": context.id, "process_type": request.type, "pid": context.handle.pid if context.handle
                else 0, "command": request.command, "env_vars": request.env, "cwd": request.cwd,

@@ -1,6 +1,6 @@
 """SandboxContexts: the contexts of one sandbox (processes without a durable journal).
 
-A context is started exactly as a session attempt is (the service's ``launch_process``,
+A context is started exactly as a session attempt is (the host's ``launch_process``,
 i.e. the same runtime and isolation, then the pipe or PTY runner), but nothing is
 recorded: its output goes to a bounded memory buffer and to live subscribers (the
 context WebSocket, an exec waiting for its prompt). Contexts end with the runtime
@@ -49,8 +49,8 @@ SWEEP_S = 1.0
 
 
 class SandboxContexts:
-    def __init__(self, service: ContextHost) -> None:
-        self.service = service
+    def __init__(self, host: ContextHost) -> None:
+        self.host = host
         self.contexts: dict[str, Context] = {}
         self._sweeper: asyncio.Task | None = None
         self._closed = False
@@ -68,8 +68,8 @@ class SandboxContexts:
     # ---- lifecycle ----------------------------------------------------------------------------
     async def create(self, request: ContextRequest) -> tuple[Context, "ExecOutput"]:
         """Start the process; with ``wait_until_done`` also wait for it (cmd) or its first exec (repl)."""
-        now = self.service.clock.now_ns()
-        context_id = "ctx-" + self.service.new_uuid_hex()[:16]
+        now = self.host.clock.now_ns()
+        context_id = "ctx-" + self.host.new_uuid_hex()[:16]
         terminal = TerminalSize(*request.terminal) if request.terminal else None
         context = Context(context_id, request, now, now, terminal)
         if self._closed:
@@ -90,21 +90,21 @@ class SandboxContexts:
         return context, output
 
     async def _start(self, context: Context) -> None:
-        request, service = context.request, self.service
+        request, host = context.request, self.host
         env = dict(request.extra_env)
         env.update(request.env)
         # Each start of a context is its own "attempt" for the runtime (its env file, its
         # memory cgroup and OOM count), so concurrent contexts never share them.
-        context.launch_id = f"{context.id}-{service.new_uuid_hex()[:8]}"
-        context.started_ns = service.clock.now_ns()
+        context.launch_id = f"{context.id}-{host.new_uuid_hex()[:8]}"
+        context.started_ns = host.clock.now_ns()
         try:
-            launch = service.launch_process(request.command, request.cwd, env, context.terminal,
+            launch = host.launch_process(request.command, request.cwd, env, context.terminal,
                                             attempt_id=context.launch_id)
         except OSError as exc:  # its launch files could not be written: a full disk is 507
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise InsufficientStorageError(f"context process could not start: {exc}") from None
             raise OperationFailedError(f"context process could not start: {exc}") from None
-        runner = service.pty_runner if launch.terminal else service.pipe_runner
+        runner = host.pty_runner if launch.terminal else host.pipe_runner
         try:
             context.handle = await runner.start(launch, lambda source, data: self._on_output(context, source, data))
         except StartFailedError as exc:
@@ -112,12 +112,12 @@ class SandboxContexts:
         if request.type != "repl":
             context.ready.set()
         context.watcher = asyncio.get_running_loop().create_task(self._watch(context))
-        service.hub.process_event(service.sandbox_id, "process.started", process_started(context))
+        host.hub.process_event(host.sandbox_id, "process.started", process_started(context))
 
     async def restart(self, context_id: str) -> Context:
         context = self.get(context_id)
         await self._end(context)
-        fresh = Context(context.id, context.request, context.created_ns, self.service.clock.now_ns(),
+        fresh = Context(context.id, context.request, context.created_ns, self.host.clock.now_ns(),
                         context.terminal)
         await self._start(fresh)
         if self._closed or self.contexts.get(context_id) is not context:  # released or deleted meanwhile
@@ -165,7 +165,7 @@ class SandboxContexts:
             await asyncio.gather(context.watcher, return_exceptions=True)
 
     async def _exited_within(self, context: Context, seconds: float) -> bool:
-        return await _first_of(context.exited.wait(), self.service.clock.sleep(seconds)) == 0
+        return await _first_of(context.exited.wait(), self.host.clock.sleep(seconds)) == 0
 
     # ---- process interaction ------------------------------------------------------------------
     async def write(self, context_id: str, data: str) -> None:
@@ -202,7 +202,7 @@ class SandboxContexts:
             raise ContextFinishedError()
         async with context.exec_lock:  # one exec at a time, or their outputs would interleave
             if await _first_of(context.ready.wait(), context.exited.wait(),
-                               self.service.clock.sleep(READY_TIMEOUT_S)) == 2:
+                               self.host.clock.sleep(READY_TIMEOUT_S)) == 2:
                 raise ExecTimeoutError(READY_TIMEOUT_S)
             collector = ExecTail(EXEC_OUTPUT_LIMIT)
             if context.exited.is_set():
@@ -220,7 +220,7 @@ class SandboxContexts:
         return ExecOutput(normalize_exec_output(context.request.type, output), collector.dropped)
 
     async def _collect(self, collector: ExecTail, timeout_s: float | None) -> None:
-        clock = self.service.clock
+        clock = self.host.clock
         deadline_ns = clock.now_ns() + int(timeout_s * 1e9) if timeout_s else None
         while not collector.ended:
             if collector.prompt:  # done as soon as output pauses for PROMPT_QUIET_S
@@ -282,7 +282,7 @@ class SandboxContexts:
         if not text:
             return
         self._touch(context)
-        context.output.add(source, text, nbytes or len(text), self.service.clock.now_ns())
+        context.output.add(source, text, nbytes or len(text), self.host.clock.now_ns())
         # The sandbox's bound: contexts still starting are not in ``self.contexts`` yet.
         logs = [c.output for c in self.contexts.values() if c is not context]
         enforce_sandbox_limit([context.output, *logs])
@@ -297,20 +297,20 @@ class SandboxContexts:
             subscriber.push(("output", source, text, prompt))
 
     async def _watch(self, context: Context) -> None:
-        status = self.service.translate_exit(await context.handle.wait_exited(), context.launch_id)
+        status = self.host.translate_exit(await context.handle.wait_exited(), context.launch_id)
         for source, decoder in context.decoders.items():
             self._publish(context, source, decoder.decode(b"", final=True))
         context.exit_code, context.state = final_state(status.exit_code, status.signal)
-        context.finished_ns = self.service.clock.now_ns()
+        context.finished_ns = self.host.clock.now_ns()
         context.exited.set()
         for subscriber in list(context.subscribers):
             subscriber.push(EXIT)
         context.subscribers.clear()
         kind = "process.exited" if context.state == "stopped" else "process.crashed"
-        self.service.hub.process_event(self.service.sandbox_id, kind, process_ended(context))
+        self.host.hub.process_event(self.host.sandbox_id, kind, process_ended(context))
 
     def _touch(self, context: Context) -> None:
-        context.last_activity_ns = self.service.clock.now_ns()
+        context.last_activity_ns = self.host.clock.now_ns()
 
     # ---- lifetime rules -----------------------------------------------------------------------
     def _ensure_sweeper(self) -> None:
@@ -319,8 +319,8 @@ class SandboxContexts:
 
     async def _sweep_forever(self) -> None:
         while True:
-            await self.service.clock.sleep(SWEEP_S)
-            for context_id in self.due(self.service.clock.now_ns()):
+            await self.host.clock.sleep(SWEEP_S)
+            for context_id in self.due(self.host.clock.now_ns()):
                 try:
                     await self.delete(context_id)
                 except ContextNotFoundError:

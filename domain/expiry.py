@@ -1,7 +1,7 @@
-"""Session expiry (contract §6.14), enforced within about a second.
+"""Session expiry (``idle_timeout_seconds``, ``max_lifetime_seconds``), enforced within about a second.
 
 The reference sweeps every 30 s; the decisions for this project ask for about 1 s. One
-sweep task per sandbox service looks at every session a few times a second on the
+sweep task per sandbox runtime looks at every session a few times a second on the
 injected clock (so a fake clock drives it in scenarios). The decision is the pure
 ``expiry_due``; the action, ``SessionLifecycle.expire_session``, runs in its own task per
 session so that one slow stop (a long grace period) never holds up another's expiry.

@@ -1,6 +1,6 @@
 """Live subscribers: a bounded buffer each; a full buffer detaches that subscriber only.
 
-Publishing never blocks (contract §6.13): a subscriber that cannot keep up is closed
+Publishing never blocks: a subscriber that cannot keep up is closed
 with reason ``slow`` and reconnects with its last seq; the journal loses nothing.
 The reference buffers 256 events of at most 32 KiB; our output events are up to 256 KiB,
 so a byte budget of the same order bounds memory too (256 of ours would be 87 MiB).

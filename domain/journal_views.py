@@ -1,6 +1,6 @@
 """The read side of a sandbox's sessions: journal pages, stream replay, audit views.
 
-One per SandboxRuntime (``service.journal``), given the store, the hub, the retention and the
+One per SandboxRuntime (``runtime.journal``), given the store, the hub, the retention and the
 session lookup it reads through. Reads run in worker threads; cursors are checked against the
 retained window first.
 """

@@ -61,11 +61,12 @@ class SandboxNetworking:
     def policy_of(sandbox: Sandbox) -> dict:
         return effective_policy(sandbox.config, sandbox.template)
 
-    async def attach(self, service: SandboxRuntime) -> None:
+    async def attach(self, runtime: SandboxRuntime) -> None:
         """Before any attempt of the runtime starts: its sessions join this network."""
-        sandbox = service.store.sandbox
+        sandbox = runtime.store.sandbox
         try:
-            service.netns = await self.networks.attach(sandbox.id, self.policy_of(sandbox))
+            # The launcher looks the namespace up at each launch (infra.bubblewrap).
+            await self.networks.attach(sandbox.id, self.policy_of(sandbox))
         except Exception as exc:
             log.exception("sandbox %s: its network could not be created", sandbox.id)
             raise UnavailableError("sandbox network could not be created") from exc

@@ -1,4 +1,4 @@
-"""The pause hook and the resume checks of a sandbox runtime (architecture §6, contract §4.1, §6.15).
+"""The pause hook and the resume checks of a sandbox runtime.
 
 Pause, in this order: a barrier (new mutating session calls and WebSocket upgrades get 503
 while it runs; reads and SSE keep working), running attempts frozen (SIGSTOP) and recorded
@@ -10,7 +10,6 @@ runtime call cancelling a ttl pause thaws everything back; after it the pause co
 """
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 from typing import TYPE_CHECKING
@@ -26,12 +25,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MANIFEST_FORMAT = 1
-BARRIER_DRAIN_S = 30.0  # contract §6.15: the barrier waits up to 30 s for in-flight calls
+BARRIER_DRAIN_S = 30.0  # the barrier waits up to 30 s for in-flight calls
 READS_DRAIN_S = 5.0     # reads still running when the store is about to close
 
 
 class PauseCancelled(Exception):
-    """An automatic (ttl) pause gave way to a runtime call before it committed (§4.2)."""
+    """An automatic (ttl) pause gave way to a runtime call before it committed (access cancels a ttl pause)."""
 
 
 # ---- snapshots and the manifest ---------------------------------------------------------------
@@ -62,49 +61,49 @@ def verify_manifest(manifest: dict, store) -> list[str]:
 
 
 # ---- the hook ---------------------------------------------------------------------------------
-async def pause_runtime(service: SandboxRuntime, gate: RuntimeGate, checkpoints: Checkpoints, hub: Hub,
+async def pause_runtime(runtime: SandboxRuntime, gate: RuntimeGate, checkpoints: Checkpoints, hub: Hub,
                         clock: Clock, *,
                         by_user: bool, drain_s: float):
     """Run the pause hook on a running sandbox. Returns the paused Sandbox record once the
-    runtime is released; until then the sandbox still shows ``running`` (contract §1.7)."""
+    runtime is released; until then the sandbox still shows ``running`` (a pause's answer may come before it is paused)."""
     if not await gate.drain(drain_s, reads_too=False):
-        log.warning("sandbox %s: pausing with mutating calls still in flight", service.sandbox_id)
-    await service.attempts.settle()
+        log.warning("sandbox %s: pausing with mutating calls still in flight", runtime.sandbox_id)
+    await runtime.attempts.settle()
     if gate.cancel_requested:
         raise PauseCancelled()
-    frozen = service.freeze(clock.now_ns())
+    frozen = runtime.freeze(clock.now_ns())
     try:
-        await service.pipeline.flush(service.store)
+        await runtime.pipeline.flush(runtime.store)
         if gate.cancel_requested:
             raise PauseCancelled()
     except BaseException:
-        await service.thaw(frozen, clock.now_ns())
+        await runtime.thaw(frozen, clock.now_ns())
         raise
     gate.sealing = True
-    end_streams(service, hub)  # a WebSocket must not take a request the checkpoint could miss
+    end_streams(runtime, hub)  # a WebSocket must not take a request the checkpoint could miss
     try:
-        paused, manifest = await _commit_snapshots(service, by_user, clock)
+        paused, manifest = await _commit_snapshots(runtime, by_user, clock)
     except BaseException:  # the store refused the checkpoint: keep the runtime, as it was
-        service.attempts.abandon_all(False)
-        await service.thaw(frozen, clock.now_ns())
+        runtime.attempts.abandon_all(False)
+        await runtime.thaw(frozen, clock.now_ns())
         raise
     await gate.drain(READS_DRAIN_S, reads_too=True)
     try:
-        await service.seal(checkpoints, manifest)
+        await runtime.seal(checkpoints, manifest)
     except Exception:  # the commit above is what counts; resume verifies what is on disk
-        log.exception("sandbox %s: sealing the checkpoint failed", service.sandbox_id)
+        log.exception("sandbox %s: sealing the checkpoint failed", runtime.sandbox_id)
     try:
-        await service.release()
+        await runtime.release()
     except Exception:  # past the point of no return the pause is done; the next start sweeps
-        log.exception("sandbox %s: releasing the paused runtime failed", service.sandbox_id)
+        log.exception("sandbox %s: releasing the paused runtime failed", runtime.sandbox_id)
     return paused
 
 
-async def _commit_snapshots(service: SandboxRuntime, by_user: bool, clock: Clock) -> tuple:
+async def _commit_snapshots(runtime: SandboxRuntime, by_user: bool, clock: Clock) -> tuple:
     """The point of no return: the paused mark and a snapshot of every aggregate, committed.
     The mark goes on a copy of the Sandbox record, which replaces it once the runtime is gone."""
-    store, pipeline = service.store, service.pipeline
-    service.attempts.abandon_all(True)  # from here on nothing this runtime does is a fact to record
+    store, pipeline = runtime.store, runtime.pipeline
+    runtime.attempts.abandon_all(True)  # from here on nothing this runtime does is a fact to record
     now = clock.now_ns()
     paused = copy.deepcopy(store.sandbox)
     paused.mark_paused(by_user, now)
@@ -116,7 +115,7 @@ async def _commit_snapshots(service: SandboxRuntime, by_user: bool, clock: Clock
     return paused, build_manifest(store, paused, by_user, now)
 
 
-def end_streams(service: SandboxRuntime, hub: Hub) -> None:
+def end_streams(runtime: SandboxRuntime, hub: Hub) -> None:
     """The runtime is going away: SSE streams end, WebSockets close with 1001."""
-    for session in service.list_sessions():
+    for session in runtime.list_sessions():
         hub.close_session(session.id, "shutdown")

@@ -117,15 +117,15 @@ class Placement:
 
     async def _lost(self, sandbox_id: str) -> None:
         """Another node runs this sandbox now: end the runtime here, recording nothing more."""
-        service = self.manager.running.pop(sandbox_id, None)
-        if service is None:
+        runtime = self.manager.running.pop(sandbox_id, None)
+        if runtime is None:
             return
         log.warning("sandbox %s: its lease was taken over by another node; ending its runtime here", sandbox_id)
-        service.store.released = True  # the pipeline stages nothing more: the epoch would refuse it
-        for session in service.list_sessions():
+        runtime.store.released = True  # the pipeline stages nothing more: the epoch would refuse it
+        for session in runtime.list_sessions():
             self.manager.hub.close_session(session.id, "shutdown")
-        await service.release()
-        await service.close()
+        await runtime.release()
+        await runtime.close()
         await self.manager.network.detach(sandbox_id)
 
     async def _adopt(self, orphans: list[str]) -> None:

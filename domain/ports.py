@@ -1,9 +1,9 @@
 """Every port of the domain, in one place: what it needs from the outside world (process
 runners, a clock, the isolation of a sandbox, its files, its network, the commit writer, the
 journal store's maintenance, checkpoints) and the narrow views its own parts get of each other
-(an attempt runner's host, an expiry sweep's host, a context's host) instead of a whole service.
+(an attempt runner's host, an expiry sweep's host, a context's host) instead of a whole runtime.
 
-Adapters live in ``infra`` (PipeRunner, PtyRunner, SystemClock, BwrapRuntime, ...) and fakes in
+Adapters live in ``infra`` (PipeRunner, PtyRunner, SystemClock, BubblewrapLauncher, ...) and fakes in
 ``infra.fakes``. A runner knows nothing about sessions, policies or phases: it
 starts one argv and reports what the process does.
 """
@@ -104,7 +104,7 @@ class SandboxNetworks(Protocol):
 
 
 class SandboxIsolation(Protocol):
-    """One sandbox's isolation, bound to its workspace (infra.runtime's ``BoundRuntime``)."""
+    """One sandbox's isolation, bound to its workspace (infra.bubblewrap's ``BoundLauncher``)."""
 
     name: str
 
@@ -119,7 +119,7 @@ class SandboxIsolation(Protocol):
 
 
 class Isolator(Protocol):
-    """Makes a sandbox's isolation (infra.runtime's ``HostRuntime`` / ``BwrapRuntime``)."""
+    """Makes a sandbox's isolation (infra.bubblewrap's ``HostLauncher`` / ``BubblewrapLauncher``)."""
 
     def isolate(self, sandbox_id: str, workspace_dir: str, config: dict) -> SandboxIsolation: ...
 
@@ -186,7 +186,7 @@ class CommitOutcome:
 
 
 class JournalStore(Protocol):
-    """One sandbox's journal: the stored events and snapshots of its aggregates (D1, D5).
+    """One sandbox's journal: the stored events and snapshots of its aggregates (one store per sandbox, one stream per session).
 
     ``infra.event_store.SqliteJournal`` keeps it in one SQLite file in the sandbox's state dir;
     a PostgreSQL store keeps it in the database. The domain never sees SQL, rows or the codec:
@@ -249,7 +249,7 @@ class SandboxOwnership(Protocol):
 
 
 class ContextHost(Protocol):
-    """What contexts need from their sandbox's service: the session path's launch and runners, and
+    """What contexts need from their sandbox's runtime: the session path's launch and runners, and
     the hub their process starts and ends are told to (webhooks)."""
 
     sandbox_id: str

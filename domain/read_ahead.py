@@ -1,4 +1,4 @@
-"""Read-ahead for clients paging through a journal (issue 18: replay rate).
+"""Read-ahead for clients paging through a journal (the replay rate).
 
 A client catching up (an auditor, a reconnecting consumer, the SDK's paged reads) asks for
 ``after = the last seq it got`` again and again. Between two of its requests the server sat

@@ -1,4 +1,4 @@
-"""Journal retention (contract §6.12, D1/D2): trim in memory, persist, then delete.
+"""Journal retention (``event_retention``): trim in memory, persist, then delete.
 
 A trim is decided on the loop from the marks the aggregate keeps
 (``model.retention``): ``earliest_seq`` advances at once, so a read below it gets 410

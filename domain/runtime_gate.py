@@ -1,4 +1,4 @@
-"""The per-sandbox gate in front of its runtime (sessions contract §6.15, sandboxes §4.2).
+"""The per-sandbox gate in front of its runtime: the pause barrier and auto-resume.
 
 One ``RuntimeGate`` per sandbox, running or parked: its lock orders pause, resume and config
 changes; its barrier turns new mutating calls away while a pause hook runs; it counts the

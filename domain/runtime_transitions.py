@@ -1,10 +1,10 @@
 """Sandbox runtimes over time: pause, resume, auto-resume, ttl, and what a server start finds.
 
-A sandbox is either *running* (in ``services``: an open store, sessions in memory, processes)
+A sandbox is either *running* (in ``running``: an open store, sessions in memory, processes)
 or *parked* (in ``parked``: only its Sandbox record; its rootfs holds the sealed store and the
 checkpoint manifest). Pause moves it from one to the other through the pause hook
 (``pause_hook.pause_runtime``). Resume verifies the manifest, reopens the store, rebuilds every
-aggregate from its snapshot plus tail, and replaces the runtime (generation + 1, §6.6 recovery).
+aggregate from its snapshot plus tail, and replaces the runtime (generation + 1, each session's ``runtime_recovery``).
 A server start treats a sandbox that was not cleanly paused as a crash: the same replacement.
 """
 from __future__ import annotations
@@ -93,13 +93,13 @@ class RuntimeTransitions:
 
     # ---- session calls ------------------------------------------------------------------------
     async def admit(self, sandbox_id: str, *, mutating: bool, streaming: bool) -> Ticket | None:
-        """Let a session call in (contract §4.2): a paused sandbox is resumed when it has
+        """Let a session call in: a paused sandbox is resumed when it has
         ``auto_resume``, else 503; while a pause runs, mutating calls get 503."""
         for _ in range(ADMIT_TRIES):
             if not self.manager.knows(sandbox_id):
                 raise SandboxNotFoundError()  # no gate object is kept for an id that does not exist
             if sandbox_id in self.manager.failed:
-                self.manager.service_for(sandbox_id)  # 503 with the reason it failed
+                self.manager.runtime_for(sandbox_id)  # 503 with the reason it failed
             gate = self.gate(sandbox_id)
             if sandbox_id in self.manager.running:
                 if gate.barrier and (gate.sealing or gate.automatic):
@@ -129,13 +129,13 @@ class RuntimeTransitions:
                      drain_s: float):
         if sandbox_id in self.manager.parked:
             return self.manager.parked[sandbox_id]
-        service = self.manager.service_for(sandbox_id)
+        runtime = self.manager.runtime_for(sandbox_id)
         if self.manager.checkpoints is None:
             raise UnavailableError("sandbox checkpoint pause is not available")
-        self._check_room_to_checkpoint(service.store)
+        self._check_room_to_checkpoint(runtime.store)
         gate.raise_barrier(automatic)
         try:
-            paused = await pause_runtime(service, gate, self.manager.checkpoints, self.manager.hub, self.manager.clock,
+            paused = await pause_runtime(runtime, gate, self.manager.checkpoints, self.manager.hub, self.manager.clock,
                                          by_user=by_user, drain_s=drain_s)
             del self.manager.running[sandbox_id]
             self.manager.parked[sandbox_id] = paused
@@ -152,7 +152,7 @@ class RuntimeTransitions:
             raise UnavailableError("sandbox pause failed") from exc
         finally:
             gate.lower_barrier()
-        return service.store.sandbox
+        return runtime.store.sandbox
 
     def _check_room_to_checkpoint(self, store) -> None:
         """Refuse a pause up front (507) rather than freeze everything and fail half-way."""
@@ -168,9 +168,9 @@ class RuntimeTransitions:
         return await self.exclusive(sandbox_id, "resume", lambda gate: self._resume(sandbox_id))
 
     async def _resume(self, sandbox_id: str):
-        service = self.manager.running.get(sandbox_id)
-        if service is not None:
-            return service.store.sandbox
+        runtime = self.manager.running.get(sandbox_id)
+        if runtime is not None:
+            return runtime.store.sandbox
         if sandbox_id in self.manager.failed:  # try its store again: the cause may have gone
             try:
                 await self.manager._bring_up_or_fail(sandbox_id)
@@ -213,14 +213,14 @@ class RuntimeTransitions:
         return store
 
     async def _new_runtime(self, sandbox_id: str, store) -> None:
-        service = self.manager._service(sandbox_id, store)
-        await self.manager.network.attach(service)  # before any recovered attempt starts
+        runtime = self.manager._build_runtime(sandbox_id, store)
+        await self.manager.network.attach(runtime)  # before any recovered attempt starts
         try:
-            await self.manager.replace_runtime(service)
+            await self.manager.replace_runtime(runtime)
         except BaseException:
             await self.manager.network.detach(sandbox_id)
             raise
-        self.manager.running[sandbox_id] = service
+        self.manager.running[sandbox_id] = runtime
         if self.manager.checkpoints is not None:  # from now on a restart without a pause is a crash
             await asyncio.to_thread(self.manager.checkpoints.discard_manifest, sandbox_id)
 
@@ -290,7 +290,7 @@ class RuntimeTransitions:
 
     # ---- the sandbox record ----------------------------------------------------------------------
     async def update(self, sandbox_id: str, changes: dict):
-        """Partial merge of the config (contract §1.4); a memory change replaces the runtime,
+        """Partial merge of the config; a memory change replaces the runtime,
         a network change is applied live (``networks.py``)."""
         before = await self.exclusive(sandbox_id, "update", lambda gate: self._reconfigure(sandbox_id, changes))
         if sandbox_id in self.manager.running and "resources" in changes and changes["resources"] != before:
@@ -318,20 +318,20 @@ class RuntimeTransitions:
 
     async def _record_sandbox(self, sandbox_id: str, command):
         now = self.manager.clock.now_ns()
-        service = self.manager.running.get(sandbox_id)
-        if service is not None:
-            if service.store.released:  # handed over or sealed: it cannot record this change
+        runtime = self.manager.running.get(sandbox_id)
+        if runtime is not None:
+            if runtime.store.released:  # handed over or sealed: it cannot record this change
                 raise UnavailableError("sandbox lifecycle barrier is active")
             # On a draft, shown once committed (a GET meanwhile shows the record as stored).
-            draft = copy.deepcopy(service.store.sandbox)
+            draft = copy.deepcopy(runtime.store.sandbox)
             command(draft, now)
-            self.manager.pipeline.stage(service.store, draft)
+            self.manager.pipeline.stage(runtime.store, draft)
             try:
-                await self.manager.pipeline.flush(service.store)
+                await self.manager.pipeline.flush(runtime.store)
             except (InsufficientStorageError, StoreUnavailableError):
-                service.store.sandbox = draft  # held in order: it lands once the store writes again
+                runtime.store.sandbox = draft  # held in order: it lands once the store writes again
                 raise
-            service.store.sandbox = draft
+            runtime.store.sandbox = draft
             return draft
         sandbox = self.manager.parked.get(sandbox_id)
         if sandbox is None:

@@ -45,8 +45,7 @@ class SandboxRuntime:
         self.hub = hub
         self.pipe_runner = pipe_runner
         self.pty_runner = pty_runner
-        self.isolation = isolation  # its host uid, cgroups and limits (infra.runtime)
-        self.netns: str | None = None  # the network namespace its sessions join (networks.py)
+        self.isolation = isolation  # its host uid, cgroups and limits (infra.bubblewrap)
         self.workspace = workspace
         self.clock = clock
         self.new_uuid_hex = new_uuid_hex

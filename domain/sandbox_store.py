@@ -1,4 +1,4 @@
-"""SandboxStore: one sandbox's aggregates, live in memory, over its journal store (D5).
+"""SandboxStore: one sandbox's aggregates, live in memory, over its journal store (one store per sandbox).
 
 It owns the live aggregates (a dict: never a store read on the hot path), the committed
 seq of each session, and the idempotency keys of its creates. The events themselves live

@@ -1,8 +1,8 @@
-"""SandboxManager: the registry of sandboxes, each with its own store and service.
+"""SandboxManager: the registry of sandboxes, each with its own store and runtime.
 
 Starting over state that was not cleanly paused is a runtime replacement (a crash
 counts): the generation goes up, leftovers of the old generation are reaped, and
-every session follows its ``runtime_recovery`` policy (contract §6.6). Pause, resume,
+every session follows its ``runtime_recovery`` policy. Pause, resume,
 auto-resume, ttl and the start-up decision live in ``runtime_transitions.RuntimeTransitions`` (``manager.transitions``).
 """
 from __future__ import annotations
@@ -89,7 +89,7 @@ class SandboxManager:
         self.start_sweeping, self.stop_sweeping = d.start_sweeping, d.stop_sweeping
         self.locate = self.placement.locate
 
-    def _service(self, sandbox_id: str, store: SandboxStore) -> SandboxRuntime:
+    def _build_runtime(self, sandbox_id: str, store: SandboxStore) -> SandboxRuntime:
         sandbox = store.sandbox
         rootfs = sandbox.config.get("rootfs")  # what the template gave it at claim (domain/templates.py)
         env = dict(rootfs["env"] if rootfs else TEMPLATES.get(sandbox.template, {}))
@@ -98,13 +98,13 @@ class SandboxManager:
         workspace = self.files.workspace(sandbox_id)
         isolation = self.isolator.isolate(sandbox_id, workspace, sandbox.config)
         fence = self.placement.fence if self.placement.clustered else None
-        service = SandboxRuntime(sandbox_id=sandbox_id, store=store, pipeline=self.pipeline,
+        runtime = SandboxRuntime(sandbox_id=sandbox_id, store=store, pipeline=self.pipeline,
                                  hub=self.hub, pipe_runner=self.pipe_runner, pty_runner=self.pty_runner,
                                  isolation=isolation, workspace=workspace,
                                  clock=self.clock, new_uuid_hex=self.new_uuid_hex, sandbox_env=env,
                                  base_env=self.base_env, fence=fence)
-        service.start()  # its sweeps end with release()
-        return service
+        runtime.start()  # its sweeps end with release()
+        return runtime
 
     def open_store(self, sandbox_id: str) -> SandboxStore:
         """The sandbox's journal, opened (created when new), with nothing loaded yet (sync)."""
@@ -175,21 +175,21 @@ class SandboxManager:
             raise UnclaimedStore(f"store of {sandbox_id} has no sandbox record")
         return store
 
-    async def replace_runtime(self, service: SandboxRuntime) -> None:
+    async def replace_runtime(self, runtime: SandboxRuntime) -> None:
         """A new runtime generation over existing state: reap, then recover each session."""
-        store = service.store
+        store = runtime.store
         sandbox = store.sandbox
         now = self.clock.now_ns()
         generation = sandbox.start_new_runtime(now)
         self.pipeline.stage(store, sandbox)
-        for session in service.list_sessions():
+        for session in runtime.list_sessions():
             attempt = session.attempt
             if attempt and "finished_ns" not in attempt and attempt.get("pid"):
                 self.reap(attempt["pid"], attempt.get("start_time", 0))
             action = session.recover(generation, now)
             self.pipeline.stage(store, session)
             if action == "restart":
-                await service.attempts.start_attempt(session, "runtime_recovered")
+                await runtime.attempts.start_attempt(session, "runtime_recovered")
         await self.pipeline.flush(store)
 
     # ---- sandbox operations ---------------------------------------------------------------
@@ -229,16 +229,16 @@ class SandboxManager:
         if not await asyncio.to_thread(self.ownership.acquire, sandbox_id):  # a new id: never taken
             raise UnavailableError("the new sandbox's lease could not be taken")
         store.sandbox = Sandbox.claim(sandbox_id, template, config, self.clock.now_ns(), team_id)
-        service = self._service(sandbox_id, store)
+        runtime = self._build_runtime(sandbox_id, store)
         try:
-            await self.network.attach(service)
+            await self.network.attach(runtime)
         except Exception:
-            await service.release()
-            await service.close()
+            await runtime.release()
+            await runtime.close()
             await asyncio.to_thread(self._remove_files, sandbox_id)
             await asyncio.to_thread(self.ownership.forget, sandbox_id)
             raise
-        self.running[sandbox_id] = service
+        self.running[sandbox_id] = runtime
         self.pipeline.stage(store, store.sandbox)
         try:
             await self.pipeline.flush(store)
@@ -254,9 +254,9 @@ class SandboxManager:
         return SandboxNetworking.policy_of(self.sandbox(sandbox_id))
 
     def sandbox(self, sandbox_id: str) -> Sandbox:
-        service = self.running.get(sandbox_id)
-        if service is not None:
-            return service.store.sandbox
+        runtime = self.running.get(sandbox_id)
+        if runtime is not None:
+            return runtime.store.sandbox
         parked = self.parked.get(sandbox_id) or self.failed.get(sandbox_id)
         if parked is None:
             raise SandboxNotFoundError()
@@ -266,23 +266,23 @@ class SandboxManager:
         """Workspace disk use, and while running the cgroups' memory and process counts."""
         self.sandbox(sandbox_id)
         usage = await asyncio.to_thread(self.files.usage, sandbox_id)
-        service = self.running.get(sandbox_id)
-        if service is not None:
-            usage.update(service.isolation.usage())
+        runtime = self.running.get(sandbox_id)
+        if runtime is not None:
+            usage.update(runtime.isolation.usage())
         return usage
 
-    def service_for(self, sandbox_id: str) -> SandboxRuntime:
-        service = self.running.get(sandbox_id)
-        if service is None:
+    def runtime_for(self, sandbox_id: str) -> SandboxRuntime:
+        runtime = self.running.get(sandbox_id)
+        if runtime is None:
             if sandbox_id in self.parked:  # session calls are admitted (resumed) first: api/gate.py
                 raise UnavailableError("sandbox is not running")
             if sandbox_id in self.failed:
                 raise UnavailableError(f"sandbox has failed: {self.failed[sandbox_id].failure_reason}")
             raise SandboxNotFoundError()
-        return service
+        return runtime
 
     def list(self) -> list[Sandbox]:
-        sandboxes = [service.store.sandbox for service in self.running.values()]
+        sandboxes = [runtime.store.sandbox for runtime in self.running.values()]
         sandboxes.extend(self.parked.values())
         sandboxes.extend(self.failed.values())
         return sorted(sandboxes, key=lambda sb: (-sb.created_ns, sb.id))
@@ -315,16 +315,16 @@ class SandboxManager:
     async def _remove(self, sandbox_id: str) -> None:
         """Every process ended, then the sandbox's directory with its store (also hard_ttl)."""
         if self.parked.pop(sandbox_id, None) is None and self.failed.pop(sandbox_id, None) is None:
-            service = self.service_for(sandbox_id)
+            runtime = self.runtime_for(sandbox_id)
             del self.running[sandbox_id]
-            for session in service.list_sessions():
+            for session in runtime.list_sessions():
                 self.hub.close_session(session.id, "deleted")
-            await service.release()
+            await runtime.release()
             try:
-                await self.pipeline.flush(service.store)
+                await self.pipeline.flush(runtime.store)
             except Exception as exc:  # a full disk must not keep a sandbox alive: it goes anyway
                 log.warning("sandbox %s: deleting without its last events: %s", sandbox_id, exc)
-            await service.close()
+            await runtime.close()
             await self.network.detach(sandbox_id)
         await asyncio.to_thread(self._remove_files, sandbox_id)
         await self.volumes.unbind(sandbox_id)  # after its files: nothing of it uses them any more
@@ -334,14 +334,14 @@ class SandboxManager:
         await self.placement.stop()
         await self.checkpoint_all()  # what is left could not be checkpointed: end it as before
         self.hub.close_all("shutdown")
-        for service in self.running.values():
-            await service.release()
-            service.retention.stage_snapshots()  # the next start replays no tail
+        for runtime in self.running.values():
+            await runtime.release()
+            runtime.retention.stage_snapshots()  # the next start replays no tail
         try:
             await self.pipeline.flush()
         except Exception:
             log.exception("final commit failed")
-        for service in self.running.values():
-            await service.close()
+        for runtime in self.running.values():
+            await runtime.close()
         await self.networks.close()
         await asyncio.to_thread(self.files.close)  # the sandboxes' own disks

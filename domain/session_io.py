@@ -1,4 +1,4 @@
-"""The process interaction of one sandbox's sessions (``service.io``): input, signals, resize.
+"""The process interaction of one sandbox's sessions (``runtime.io``): input, signals, resize.
 
 Each call checks in the contract's order, acts on the live attempt through the attempt runner,
 records the fact and returns once it is committed. Input bytes are queued for the runner's pump
@@ -22,15 +22,15 @@ EOF_WAIT_S = 5.0
 
 
 class SessionIO:
-    def __init__(self, service: SandboxRuntime) -> None:
-        self.service = service
+    def __init__(self, runtime: SandboxRuntime) -> None:
+        self.runtime = runtime
 
     async def write(self, session_id: str, request: InputRequest) -> dict:
         """Queue ``request``'s bytes (or EOF) for the live attempt; reply once accepted and committed."""
-        session = self.service.session(session_id)
-        live = self.service.attempts.live.get(session_id)
+        session = self.runtime.session(session_id)
+        live = self.runtime.attempts.live.get(session_id)
         lock = live.input_lock if live is not None else asyncio.Lock()
-        async with lock:  # input requests of one attempt are serialized (contract §6.9)
+        async with lock:  # input requests of one attempt are serialized: receipts stay in order
             def digest_of(attempt_id: str) -> str:
                 return input_digest(attempt_id, request.data, request.eof)
 
@@ -38,7 +38,7 @@ class SessionIO:
             attempt_id = session.attempt_id
             if duplicate:
                 return _input_reply(request.input_id, attempt_id, True)
-            live = self.service.attempts.live.get(session_id)
+            live = self.runtime.attempts.live.get(session_id)
             if live is None or live.handle is None:
                 raise OperationFailedError("process not running")
             if live.ops.qsize() + (1 if request.data else 0) + (1 if request.eof else 0) > INPUT_QUEUE_OPS:
@@ -46,14 +46,14 @@ class SessionIO:
             # Bounded in bytes too; one input larger than the bound is taken when nothing waits.
             if live.queued_bytes and live.queued_bytes + len(request.data) > INPUT_QUEUE_BYTES:
                 raise InputBufferFullError()
-            self.service.pipeline.check_writable(self.service.store)  # 507 before the process sees a byte
+            self.runtime.pipeline.check_writable(self.runtime.store)  # 507 before the process sees a byte
             if live.eof_queued and request.data:
                 raise OperationFailedError("process not running")
-            close_done = self.service.attempts.queue_input(live, request.data, request.eof)
-            self.service.attempts.record(session, session.accept_input, request.input_id,
-                                           digest_of(attempt_id), self.service.clock.now_ns(),
+            close_done = self.runtime.attempts.queue_input(live, request.data, request.eof)
+            self.runtime.attempts.record(session, session.accept_input, request.input_id,
+                                           digest_of(attempt_id), self.runtime.clock.now_ns(),
                                            len(request.data), request.eof)
-            await self.service.pipeline.flush(self.service.store)
+            await self.runtime.pipeline.flush(self.runtime.store)
             if close_done is not None:
                 await _wait_close(close_done, live)
         return _input_reply(request.input_id, attempt_id, False)
@@ -62,8 +62,8 @@ class SessionIO:
         """404 for an unknown session; 429 before decoding a body whose ``size`` bytes could
         not be queued anyway: a storm of large inputs would otherwise hold a decoded copy of
         each (a retry of a known id still reaches its dedupe)."""
-        session = self.service.session(session_id)
-        live = self.service.attempts.live.get(session.id)
+        session = self.runtime.session(session_id)
+        live = self.runtime.attempts.live.get(session.id)
         if live is None or not live.queued_bytes or input_id in session.receipts:
             return
         if live.queued_bytes + size > INPUT_QUEUE_BYTES:
@@ -71,27 +71,27 @@ class SessionIO:
 
     async def send_signal(self, session_id: str, request: SignalRequest) -> None:
         signum = request.signum
-        session = self.service.session(session_id)
+        session = self.runtime.session(session_id)
         session.check_live(request.expected_attempt_id)
-        live = self.service.attempts.live.get(session_id)
+        live = self.runtime.attempts.live.get(session_id)
         if live is None or live.handle is None:
             raise OperationFailedError("process not running")
         live.handle.send_signal(signum)
-        self.service.attempts.record(session, session.record_signal, signum, signal_description(signum),
-                                       self.service.clock.now_ns())
-        await self.service.pipeline.flush(self.service.store)
+        self.runtime.attempts.record(session, session.record_signal, signum, signal_description(signum),
+                                       self.runtime.clock.now_ns())
+        await self.runtime.pipeline.flush(self.runtime.store)
 
     async def resize(self, session_id: str, request: ResizeRequest) -> None:
         rows, cols = request.rows, request.cols
-        session = self.service.session(session_id)
+        session = self.runtime.session(session_id)
         session.check_resize(request.expected_attempt_id)
-        self.service.pipeline.check_writable(self.service.store)
-        live = self.service.attempts.live.get(session_id)
+        self.runtime.pipeline.check_writable(self.runtime.store)
+        live = self.runtime.attempts.live.get(session_id)
         if live is None or live.handle is None:
             raise OperationFailedError("process not running")
         live.handle.resize(rows, cols)
-        self.service.attempts.record(session, session.record_resize, rows, cols, self.service.clock.now_ns())
-        await self.service.pipeline.flush(self.service.store)
+        self.runtime.attempts.record(session, session.record_resize, rows, cols, self.runtime.clock.now_ns())
+        await self.runtime.pipeline.flush(self.runtime.store)
 
 
 def _input_reply(input_id: str, attempt_id: str, duplicate: bool) -> dict:

@@ -89,7 +89,7 @@ class SessionLifecycle:
         return session
 
     async def _committed(self, start_failure: Exception | None) -> None:
-        """The durability point of a lifecycle call; a failed start is then a 500 (contract §1.4-§1.7)."""
+        """The durability point of a lifecycle call; a failed start is then a 500 (after its start_failed is committed)."""
         await self.runtime.pipeline.flush(self.runtime.store)
         if start_failure is not None:
             raise OperationFailedError(str(start_failure))
@@ -125,7 +125,7 @@ class SessionLifecycle:
         return session
 
     async def expire_session(self, session_id: str) -> bool:
-        """Contract §6.14: one session.expired, desired state stopped, then the stop (session_expired)."""
+        """Expiry: one session.expired, desired state stopped, then the stop (session_expired)."""
         async with self.runtime.lifecycle_lock(session_id):
             session = self.runtime.store.sessions.get(session_id)
             if session is None or session_id in self.runtime.deleting:

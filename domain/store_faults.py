@@ -1,4 +1,4 @@
-"""What the write path knows about stores that refuse writes (D4, issue 10).
+"""What the write path knows about stores that refuse writes (a full disk, a read-only store).
 
 One ``StoreBatch`` is what one store owes in one tick. When the writer cannot commit it
 (disk full, read-only, I/O error) the batch is *held*: kept whole and in order, with

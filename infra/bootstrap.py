@@ -37,7 +37,7 @@ from .file_calls import FileCalls
 from .file_watch import WatchHub
 from .disk_reserve import CLAIM_ROOM, DiskReserve
 from .memory import MemoryTrimmer
-from .runtime import RuntimeUnavailableError, detect_runtime, sandbox_tmp_dir
+from .bubblewrap import LauncherUnavailableError, detect_launcher, sandbox_tmp_dir
 from .confined_fs import ConfinedFS
 from .sandbox_dirs import SandboxDirectories
 from .settings import Settings
@@ -55,7 +55,7 @@ from .volume_store import VolumeFiles
 
 log = logging.getLogger(__name__)
 
-# What the daemon passes down to every process (contract §8: daemon env < sandbox < spec).
+# What the daemon passes down to every process (daemon env < sandbox < spec).
 BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ")
 
 
@@ -87,9 +87,9 @@ class Container:
     volume_mounts: VolumeMounts | None = None
 
     def __post_init__(self) -> None:
-        self.runtime = detect_runtime(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
-                                      pids_max=self.settings.sandbox_pids_max, data_dir=str(self.settings.data_dir))
-        if self.runtime.name == "bwrap":
+        self.launcher = detect_launcher(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
+                                        pids_max=self.settings.sandbox_pids_max, data_dir=str(self.settings.data_dir))
+        if self.launcher.name == "bwrap":
             protect_from_oom()  # a sandbox's OOM must end its own processes, never the server
         self.networks = choose_networks(self.settings)
         shared = self.settings.checkpoint_dir if self.settings.clustered else None
@@ -97,10 +97,10 @@ class Container:
         self.templates = Templates(JsonTemplateStore(Path(shared or self.settings.data_dir) / "templates.json"),
                                    ImageCatalog(self.images), self.clock.now_ns)
         self.disks_enabled, self.disk_note = choose_disks(self.settings)
-        if hasattr(self.runtime, "image_rootfs"):  # sandboxes of image templates run on the image
-            self.runtime.image_rootfs = lambda digest: str(self.images.get(digest).rootfs)
-        if hasattr(self.runtime, "netns_for"):
-            self.runtime.netns_for = self.networks.netns_path  # sessions join their sandbox's netns
+        if hasattr(self.launcher, "image_rootfs"):  # sandboxes of image templates run on the image
+            self.launcher.image_rootfs = lambda digest: str(self.images.get(digest).rootfs)
+        if hasattr(self.launcher, "netns_for"):
+            self.launcher.netns_for = self.networks.netns_path  # sessions join their sandbox's netns
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -111,7 +111,7 @@ class Container:
         base_env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin")
         self.disk = DiskReserve(str(self.settings.data_dir), self.settings.disk_reserve)
         warning = self.disk.startup_check(sandboxes_unprivileged=bool(
-            self.runtime.hardening is not None and self.runtime.hardening.as_root))
+            self.launcher.hardening is not None and self.launcher.hardening.as_root))
         if warning:
             log.warning("%s", warning)
         dirs = self.dirs = SandboxDirectories(self.settings.data_dir, self.disk, self.disks_enabled, self.disk_note)
@@ -177,7 +177,7 @@ class Container:
         """Volumes, where disks can be made (they are disks: loop devices, root); the isolator that
         binds them into sandboxes. In a cluster they live in the shared checkpoint dir."""
         if not self.disks_enabled:
-            return self.runtime
+            return self.launcher
         shared = self.settings.checkpoint_dir if self.settings.clustered else None
         files = VolumeFiles(Path(shared or self.settings.data_dir) / "volumes")
         self.volume_mounts = VolumeMounts(files, self.settings.data_dir / "volume-mounts",
@@ -185,7 +185,7 @@ class Container:
         self.volumes = Volumes(files, self.volume_mounts, self.clock.now_ns, lambda: str(uuid.uuid4()),
                                quota_bytes=self.settings.volume_quota, default_size=self.settings.volume_size,
                                admit_space=lambda: self.disk.admit(CLAIM_ROOM, "a new volume"))
-        binding = VolumeBinding(self.runtime, self.volume_mounts)
+        binding = VolumeBinding(self.launcher, self.volume_mounts)
         binding.clean_up(self.dirs.root)
         return binding
 
@@ -209,7 +209,7 @@ class Container:
         workspace = self.dirs.workspace(sandbox_id)
         volume = self.manager.isolator.workspace_of(sandbox_id) if self.volumes is not None else None
         areas = {"/workspace": volume or workspace}
-        tmp = sandbox_tmp_dir(workspace) if self.runtime.name != "host" else None
+        tmp = sandbox_tmp_dir(workspace) if self.launcher.name != "host" else None
         if tmp is not None:
             areas["/tmp"] = tmp
         owned = os.stat(volume or workspace)
@@ -244,7 +244,7 @@ class Container:
             await self.manager.shutdown()
         if self.volume_mounts is not None:
             await asyncio.to_thread(self.volume_mounts.close)
-        cgroups = getattr(self.runtime.hardening, "cgroups", None)
+        cgroups = getattr(self.launcher.hardening, "cgroups", None)
         if cgroups is not None:
             await asyncio.to_thread(cgroups.remove_group)
         if self.writer is not None:
@@ -268,7 +268,7 @@ def choose_disks(settings: Settings) -> tuple[bool, str]:
     if problem is None:
         return True, ""
     if mode == "on":
-        raise RuntimeUnavailableError(f"disk quotas requested (--disk-quota on) but unavailable: {problem}")
+        raise LauncherUnavailableError(f"disk quotas requested (--disk-quota on) but unavailable: {problem}")
     note = f"disk quotas unavailable ({problem}): a sandbox's writes are bounded only by the data dir's filesystem"
     log.warning("%s", note)
     return False, note
@@ -291,7 +291,7 @@ def choose_networks(settings: Settings):
         return NetnsNetworks(str(settings.data_dir), FlowLimits(settings.sandbox_conntrack_max,
                                                                 settings.sandbox_new_flows))
     if mode == "netns":
-        raise RuntimeUnavailableError(f"network 'netns' requested but unavailable: {problem}")
+        raise LauncherUnavailableError(f"network 'netns' requested but unavailable: {problem}")
     if settings.runtime != "host":  # runtime 'host' already warns that nothing is isolated
         log.warning("sandboxes share the host's network (policies are not enforced): %s", problem)
     return NoNetworks()

@@ -2,7 +2,7 @@
 
 After ``seal`` the store on the sandbox's rootfs is one complete SQLite file: the library's
 connections are closed, the WAL is checkpointed into the main file and truncated, and only the
-latest snapshot of each aggregate is kept (D2; ``event_store.SqliteJournal.seal``). The manifest ``state/checkpoint.json.zst`` is
+latest snapshot of each aggregate is kept (``event_store.SqliteJournal.seal``). The manifest ``state/checkpoint.json.zst`` is
 zstd-compressed JSON written atomically (temp file, fsync, rename, fsync of the directory, as
 Go's ``writeFileAtomic``), so a reader sees either the previous manifest or the new one.
 """
@@ -15,7 +15,6 @@ import orjson
 import zstandard
 
 from .codec import compress, decompress
-from .sqlite_factory import DB_NAME
 from .sandbox_dirs import SandboxDirectories
 
 MANIFEST_NAME = "checkpoint.json.zst"
@@ -38,13 +37,6 @@ class Checkpoints:
         """Close the sandbox's journal, complete and compacted on its rootfs (sync: run in a
         thread, or on the writer thread after every commit)."""
         store.journal.seal()
-
-    def wal_bytes(self, sandbox_id: str) -> int:
-        """Size of the write-ahead log (0 or absent once sealed)."""
-        try:
-            return (self._state(sandbox_id) / (DB_NAME + "-wal")).stat().st_size
-        except FileNotFoundError:
-            return 0
 
     # ---- the manifest -------------------------------------------------------------------------
     def write_manifest(self, sandbox_id: str, manifest: dict) -> None:

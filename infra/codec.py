@@ -1,11 +1,11 @@
-"""Storage codec (D3): orjson with raw bytes blobs, zstd for large blobs and manifests.
+"""Storage codec: orjson with raw bytes blobs, zstd for large blobs and manifests.
 
 Frame: plain orjson JSON when an event has no bytes; otherwise
 ``b"B" + u32 header length + header JSON + blobs``, the header listing ``[key, len, z]``
 for each top-level bytes field (``z`` = 1 when the blob is zstd-compressed).
 The event timestamp is stored as integer microseconds (``__ts``), not an ISO string.
 
-An output event, most of any journal, has a fixed frame with no JSON in it (issue 18: a
+An output event, most of any journal, has a fixed frame with no JSON in it (for the replay rate: a
 replay parsed a JSON header per event, a third of its cost)::
 
     b"O" + i64 time (µs) + u32 generation + u8 z + u8 len(stream) + u16 len(attempt id)

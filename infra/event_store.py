@@ -1,4 +1,4 @@
-"""Where a sandbox's journal lives: one SQLite file in its private state dir (D5).
+"""Where a sandbox's journal lives: one SQLite file in its private state dir (one store per sandbox).
 
 ``SqliteJournal`` is the ``JournalStore`` port (``domain.ports``) over one eventsourcing
 application: the domain commits domain events and reads ``StoredRow``s; the SQL, the
@@ -175,7 +175,7 @@ class SqliteJournal:
         written = None
         try:
             # Large output bytes first, written once to segment files and made durable; the
-            # transaction that makes their events visible commits only after that (D4).
+            # transaction that makes their events visible commits only after that (the durability point).
             stored, written = self.segments.append(stored)
             self._insert(stored, snaps)
         except Exception as exc:

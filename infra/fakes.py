@@ -91,7 +91,6 @@ class ScriptedProcess:
         self.signals: list[int] = []
         self.ignored: set[int] = set()
         self.frozen = False
-        self.output_paused = False
         self.terminal = launch.terminal
         self._held: list[int] = []  # signals sent while frozen, delivered on SIGCONT
         self._on_output = on_output
@@ -127,10 +126,10 @@ class ScriptedProcess:
 
     # ---- AttemptHandle --------------------------------------------------------------------
     def pause_output(self) -> None:
-        self.output_paused = True
+        """A scripted process writes only when told to: there is no pipe to stop reading."""
 
     def resume_output(self) -> None:
-        self.output_paused = False
+        """See ``pause_output``."""
 
     async def write(self, data: bytes) -> None:
         if not self.alive or self.stdin_closed:

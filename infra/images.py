@@ -127,10 +127,6 @@ class ImageStore:
         default = repo if repo and "/" not in tag else path   # a port (host:5000/x) is not a tag
         return self._import(source, name or default, progress)
 
-    def import_layout(self, layout: Path, tag: str, name: str, progress=None) -> Image:
-        """An OCI layout directory (what ``sessiond template build`` makes)."""
-        return self._import(f"oci:{layout}:{tag}", name, progress)
-
     def adopt(self, layout: Path, rootfs: Path, name: str) -> Image:
         """An image this host built itself (``sessiond template build``): its OCI layout and its
         already unpacked rootfs, hard-linked into the store when on the same filesystem (copied

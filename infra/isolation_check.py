@@ -1,6 +1,6 @@
 """The start-up check of the hardened runtime: does this host give us what it needs?
 
-``sessiond serve`` (through ``detect_runtime("bwrap")``) refuses to start a sandbox runtime
+``sessiond serve`` (through ``detect_launcher("bwrap")``) refuses to start a sandbox runtime
 that would silently be weaker than documented. It names what is missing: unprivileged
 user namespaces, the tools of the launch chain, libseccomp, the memory and pids cgroup
 controllers. Then it starts one real sandbox the way every session starts and reads back,
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .cgroups import Cgroups, group_name
 from .launch_chain import STAGE_DIR, STAGE_MOUNTS_DIR, STAGE_ROOT_DIR, STAGE_TMP_DIR, Hardening
-from .runtime import BwrapRuntime, RuntimeUnavailableError
+from .bubblewrap import BubblewrapLauncher, LauncherUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def userns_problem() -> str | None:
 
 
 def prepare_hardening(work_dir: str, data_dir: str | None = None) -> Hardening:
-    """Everything the hardened launch needs, or RuntimeUnavailableError saying what is missing."""
+    """Everything the hardened launch needs, or LauncherUnavailableError saying what is missing."""
     problems = []
     problem = userns_problem()
     if problem:
@@ -76,8 +76,8 @@ def prepare_hardening(work_dir: str, data_dir: str | None = None) -> Hardening:
         if missing:
             problems.append("cgroup controller(s) not mounted or not enabled: " + ", ".join(missing))
     if problems:
-        raise RuntimeUnavailableError("hardened bwrap runtime unavailable: " + "; ".join(problems)
-                                      + " (use --runtime host to run without isolation)")
+        raise LauncherUnavailableError("hardened bwrap runtime unavailable: " + "; ".join(problems)
+                                       + " (use --runtime host to run without isolation)")
     launch_dir = os.path.join(work_dir, "launch")
     os.makedirs(launch_dir, mode=0o700, exist_ok=True)
     hardening = Hardening(bash=tools["bash"], setpriv=tools["setpriv"], unshare=tools["unshare"],
@@ -87,7 +87,7 @@ def prepare_hardening(work_dir: str, data_dir: str | None = None) -> Hardening:
     return hardening
 
 
-def check_sandbox(runtime: BwrapRuntime, work_dir: str) -> None:
+def check_sandbox(launcher: BubblewrapLauncher, work_dir: str) -> None:
     """Start one real hardened sandbox and check, from inside, that it is what we promise."""
     root = Path(tempfile.mkdtemp(prefix="check-", dir=work_dir))
     sandbox_id = f"sessiond-check-{os.getpid()}"
@@ -95,7 +95,7 @@ def check_sandbox(runtime: BwrapRuntime, work_dir: str) -> None:
     workspace.mkdir(parents=True)
     bound = None
     try:
-        bound = runtime.isolate(sandbox_id, str(workspace), {})
+        bound = launcher.isolate(sandbox_id, str(workspace), {})
         launch = bound.launch(str(workspace), ["sh", "-c", _PROBE], "", {"PATH": "/usr/bin:/bin"}, None,
                               attempt_id="check")
         proc = subprocess.run(launch.argv, cwd=launch.cwd, env=launch.env, capture_output=True,
@@ -110,8 +110,8 @@ def check_sandbox(runtime: BwrapRuntime, work_dir: str) -> None:
             bound.release()
         shutil.rmtree(root, ignore_errors=True)
     if problems:
-        raise RuntimeUnavailableError("hardened bwrap runtime check failed: " + "; ".join(problems)
-                                      + " (use --runtime host to run without isolation)")
+        raise LauncherUnavailableError("hardened bwrap runtime check failed: " + "; ".join(problems)
+                                       + " (use --runtime host to run without isolation)")
 
 
 def _status(returncode: int):
@@ -138,7 +138,7 @@ def _judge(returncode: int, out: str, err: str, bound) -> list[str]:
     return problems
 
 
-SERVER_OOM_SCORE_ADJ = -900  # sandbox processes get +500 (infra.runtime._CHAIN)
+SERVER_OOM_SCORE_ADJ = -900  # sandbox processes get +500 (infra.bubblewrap._CHAIN)
 
 
 def protect_from_oom() -> None:

@@ -1,6 +1,6 @@
 """The launch chain: what runs, as root, between the server's fork and bubblewrap.
 
-``chain_argv`` prefixes every hardened launch (``infra.runtime.BwrapRuntime``):
+``chain_argv`` prefixes every hardened launch (``infra.bubblewrap.BubblewrapLauncher``):
 unshare --mount, then the ``_CHAIN`` shell, then [nsenter --net] setpriv, then env bwrap.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, field
 
 from .cgroups import Cgroups
-from .isolation import DEFAULT_PIDS_MAX, SandboxIsolation
+from .confinement import DEFAULT_PIDS_MAX, SandboxConfinement
 from .sandbox_tmp import sandbox_tmp_dir
 
 STAGE_DIR = "/run/sessiond/workspace"  # traversable by every uid; a mount point per launch
@@ -21,7 +21,7 @@ CHAIN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 @dataclass
 class Hardening:
-    """What the hardened launch needs from the host, found once by ``detect_runtime``."""
+    """What the hardened launch needs from the host, found once by ``detect_launcher``."""
 
     bash: str
     setpriv: str
@@ -104,17 +104,17 @@ exec "$@"
 """
 
 
-def chain_argv(hard: Hardening, isolation: SandboxIsolation, workspace_dir: str, attempt_id: str,
+def chain_argv(hard: Hardening, confinement: SandboxConfinement, workspace_dir: str, attempt_id: str,
                env_file: str) -> list[str]:
-    joins = isolation.cgroup.join_files(attempt_id) if isolation.cgroup is not None else []
+    joins = confinement.cgroup.join_files(attempt_id) if confinement.cgroup is not None else []
     chain = [hard.unshare, "--mount", "--propagation", "private", hard.bash, "--norc", "-p", "-c",
              _CHAIN, "sandbox-init", str(len(joins)), *joins,
              hard.mount, hard.seccomp_program, workspace_dir, hard.stage_dir, env_file,
-             sandbox_tmp_dir(workspace_dir) or "", hard.stage_tmp_dir, isolation.rootfs or "", hard.stage_root_dir,
-             isolation.mounts_dir if isolation.mounts else "", hard.stage_mounts_dir]
-    if isolation.netns_path and hard.nsenter:
-        chain += [hard.nsenter, f"--net={isolation.netns_path}"]
+             sandbox_tmp_dir(workspace_dir) or "", hard.stage_tmp_dir, confinement.rootfs or "", hard.stage_root_dir,
+             confinement.mounts_dir if confinement.mounts else "", hard.stage_mounts_dir]
+    if confinement.netns_path and hard.nsenter:
+        chain += [hard.nsenter, f"--net={confinement.netns_path}"]
     chain.append(hard.setpriv)
-    if isolation.uid is not None:
-        chain += [f"--reuid={isolation.uid}", f"--regid={isolation.uid}", "--clear-groups"]
+    if confinement.uid is not None:
+        chain += [f"--reuid={confinement.uid}", f"--regid={confinement.uid}", "--clear-groups"]
     return chain + ["--no-new-privs"]

@@ -13,7 +13,7 @@ The file format and the reads are in ``segment_format``.
 
 The rules that keep the journal and the segments consistent:
 
-- Durability point (D4): a tick writes every segment record first, then fdatasyncs each file
+- Durability point: a tick writes every segment record first, then fdatasyncs each file
   it touched once (and the directory of a file it created), and only then does the SQLite
   transaction commit. A commit that makes an output event visible never precedes its bytes.
 - A refused commit (full disk, I/O error) truncates what it appended and unlinks the files it

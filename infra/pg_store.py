@@ -1,4 +1,4 @@
-"""Groundwork for the PostgreSQL journal store (issue 15): one pool per node, two tables per sandbox.
+"""Groundwork for the PostgreSQL journal store: one pool per node, two tables per sandbox.
 
 Figures: ``python -m tests.bench.bench_pg_store`` (PostgreSQL 15, unix socket, fsync and
 ``synchronous_commit`` on, 2 busy vCPUs: read ratios, not absolutes).

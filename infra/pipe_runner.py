@@ -24,8 +24,7 @@ import socket
 import subprocess
 
 from session_supervisor.domain.ports import ExitStatus, Launch, OutputCallback, StartFailedError
-from session_supervisor.infra.process_io import (EOF_GRACE_S, InputStream, OutputGate,  # noqa: F401
-                                                 OutputStream, proc_start_time, socketpairs,
+from session_supervisor.infra.process_io import (InputStream, OutputGate, OutputStream, proc_start_time, socketpairs,
                                                  status_from_returncode)
 from session_supervisor.infra.spawn import ExitWatch, reap, spawn
 from session_supervisor.infra.start_check import HeldOutput, StartReport, report_env, settle

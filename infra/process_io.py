@@ -14,7 +14,7 @@ import errno
 import socket
 from typing import Callable
 
-from session_supervisor.domain.ports import ExitStatus, OutputCallback, StartFailedError
+from session_supervisor.domain.ports import ExitStatus, StartFailedError
 
 EOF_GRACE_S = 1.0  # after exit, how long a grandchild may hold our output open
 _READ_SIZE = 1 << 20

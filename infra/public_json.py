@@ -1,6 +1,6 @@
-"""The public journal as JSON bytes, straight from stored rows (issue 18: replay rate).
+"""The public journal as JSON bytes, straight from stored rows (the replay rate).
 
-``domain.model.journal.public_record`` defines the public Event object (§3.2). Journal pages
+``domain.model.journal.public_record`` defines the public Event object. Journal pages
 and SSE replay used to decode every row into a ``StoredRow``, build that dict, then serialize
 it: about 4 µs an event, on the one core the server has for Python. Output events are most of
 any journal, so for them this module writes the very same bytes in one step from the decoded

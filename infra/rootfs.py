@@ -28,8 +28,6 @@ from .idmap import idmapped_bind
 
 log = logging.getLogger(__name__)
 
-LAYER_DIRS = ("upper", "work")
-
 
 def rootfs_dir(workspace_dir: str) -> Path:
     """Where a sandbox's layer directories are: next to its workspace."""

@@ -8,7 +8,7 @@ sandbox writes moves onto its own disk, mounted at ``disk/``: ``disk/{workspace,
 
 Modes: ``sandboxes/`` and each sandbox's directory are 0700 and the server's, so no other
 local user reaches a workspace or a /tmp through them; ``workspace/`` and ``tmp/`` are handed
-to the sandbox's own uid when its runtime is isolated (``infra.isolation``) and are never
+to the sandbox's own uid when its runtime is isolated (``infra.confinement``) and are never
 world-writable. The sandbox's processes do not need to traverse these directories: the launch
 chain binds the workspace and /tmp onto a staging point as root before it drops to the
 sandbox's uid (``infra.launch_chain``).
@@ -152,11 +152,6 @@ class SandboxDirectories:
         with self._lock:
             self._pending.add(aside)
         self._start_retrier()
-
-    def removing(self) -> list[Path]:
-        """Directories of deleted sandboxes still being removed."""
-        with self._lock:
-            return sorted(self._pending)
 
     def _start_retrier(self) -> None:
         with self._lock:

@@ -1,6 +1,6 @@
 """The on-disk format of output segments (``output_segments``) and reading it back.
 
-In the sandbox's state dir (D5: checkpointing the rootfs checkpoints them with the journal)::
+In the sandbox's state dir (one store per sandbox: checkpointing the rootfs checkpoints them with the journal)::
 
     segments/<session id>/<first seq, 16 digits>.seg
 

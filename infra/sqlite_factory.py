@@ -39,7 +39,7 @@ class TunedSQLiteFactory(SQLiteFactory):
             page_size = raw.execute("PRAGMA page_size").fetchone()[0]
             raw.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_BYTES // page_size}")
             # A WAL file keeps its largest size unless told otherwise: after a flood it would
-            # hold tens of MiB that retention had already freed (issue 10: bound the disk).
+            # hold tens of MiB that retention had already freed (the disk stays bounded).
             raw.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
             return connection
 
@@ -67,7 +67,7 @@ class TunedSQLiteFactory(SQLiteFactory):
         older than ``snapshots_before``, in one transaction; returns the rows deleted.
 
         The ``rowid < MAX(rowid)`` guard keeps the newest row of the table, so SQLite never
-        hands out a notification id twice (eventsourcing.md §5).
+        hands out a notification id twice.
         """
         keep = tuple(keep_topics)
         marks = ",".join("?" * len(keep))

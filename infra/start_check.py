@@ -28,6 +28,7 @@ tenant's command never holds the pipe (it is closed before the exec).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 
@@ -39,6 +40,9 @@ SHELL = "/bin/sh"
 REPORT_TIMEOUT_S = 30.0  # a frozen or starved sandbox; then the process counts as started
 _MAX_REPORT = 16384      # a cwd and an argv[0] of 4096 bytes each, and the words around them
 OK = "ok"
+NO_REPORT = "the sandbox could not start the process (it ended before its command ran)"
+_LOGGED_BYTES = 2048  # of the launcher's own words, for the operator
+log = logging.getLogger(__name__)
 
 # $1: the cwd as the sandbox sees it, then argv. No variable is assigned on the way to the
 # exec (the PATH search runs in a subshell): an assignment to a name the session's
@@ -136,7 +140,7 @@ def _judge(data: bytes) -> str | None:
         return None
     if report.startswith("error "):
         return report[len("error "):]
-    return "the sandbox could not start the process (it ended before its command ran)"
+    return NO_REPORT
 
 
 class HeldOutput:
@@ -161,8 +165,10 @@ class HeldOutput:
         for stream, data in held:
             self._on_output(stream, data)
 
-    def drop(self) -> None:
-        self._held = []
+    def drop(self) -> bytes:
+        """Forget what was held; returns it (the launcher's words, for the log)."""
+        held, self._held = self._held or [], []
+        return b"".join(data for _, data in held)
 
 
 def report_env(env: dict[str, str], report: StartReport | None) -> dict[str, str]:
@@ -183,7 +189,9 @@ async def settle(report: StartReport | None, held: HeldOutput, handle) -> None:
     if failure is None:
         held.release()
         return
-    held.drop()  # the launcher's words, or the check's: the failure says it better
+    words = held.drop()  # the launcher's words, or the check's: the failure says it better
+    if failure == NO_REPORT:  # not the tenant's doing as far as we know: the operator needs the why
+        log.warning("a launch ended before its start report; the launcher said: %r", words[-_LOGGED_BYTES:])
     handle.send_signal(signal.SIGKILL)  # it exits by itself (127): only to be sure
     try:
         await asyncio.wait_for(handle.wait_exited(), 10)

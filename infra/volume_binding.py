@@ -1,4 +1,4 @@
-"""Volumes bound into a sandbox, for as long as its runtime lives: the runtime's isolator, wrapped.
+"""Volumes bound into a sandbox, for as long as its runtime lives: the launcher's isolator, wrapped.
 
 A sandbox claimed with ``mounts`` has them in its config (``[{sandboxvolume_id, mount_point,
 read_only}]``). When its runtime is made (claim, resume, server start) each volume's disk is
@@ -8,7 +8,7 @@ mounted on this node (``infra.volume_mounts``) and bound, on the host side:
   at /workspace as before (``infra.launch_chain``) and the sandbox's own workspace stays hidden
   below it, untouched; the sandbox file API reads and writes the volume's own mount instead;
 - elsewhere: at ``<sandbox>/mounts/<n>``, which each hardened launch stages and bubblewrap binds
-  at the mount point (``infra.runtime``).
+  at the mount point (``infra.bubblewrap``).
 
 The binds are **idmapped** (``infra.idmap``): a volume's files are stored owned by uid 0 and the
 sandbox sees them as its own uid, whichever sandbox binds the volume next, without a chown of the
@@ -42,15 +42,15 @@ def sandbox_dir_of(workspace_dir: str) -> Path:
 
 
 class VolumeBinding:
-    """The isolator the sandbox manager uses: the runtime's, plus the volumes of each sandbox."""
+    """The isolator the sandbox manager uses: the launcher's, plus the volumes of each sandbox."""
 
-    def __init__(self, runtime, mounts: VolumeMounts) -> None:
-        self.runtime = runtime
+    def __init__(self, launcher, mounts: VolumeMounts) -> None:
+        self.launcher = launcher
         self.mounts = mounts
         self._workspaces: dict[str, str] = {}  # sandbox id -> the raw mount of its /workspace volume
 
-    def __getattr__(self, name):  # name, hardening, launch, … are the runtime's own
-        return getattr(self.runtime, name)
+    def __getattr__(self, name):  # name, hardening, launch, … are the launcher's own
+        return getattr(self.launcher, name)
 
     def workspace_of(self, sandbox_id: str) -> str | None:
         """Where the file API finds the sandbox's /workspace when a volume is bound there."""
@@ -59,18 +59,18 @@ class VolumeBinding:
     def isolate(self, sandbox_id: str, workspace_dir: str, config: dict):
         wanted = config.get("mounts") or []
         if not wanted:
-            return self.runtime.isolate(sandbox_id, workspace_dir, config)
+            return self.launcher.isolate(sandbox_id, workspace_dir, config)
         staging = sandbox_dir_of(workspace_dir) / MOUNTS_DIR
         unbind_below([workspace_dir, str(staging)])  # what a killed server left: see above
-        bound = self.runtime.isolate(sandbox_id, workspace_dir, config)
-        isolation = bound.isolation
-        uid = isolation.uid if isolation is not None else None
+        bound = self.launcher.isolate(sandbox_id, workspace_dir, config)
+        confinement = bound.confinement
+        uid = confinement.uid if confinement is not None else None
         attached: list[str] = []
         targets: list[str] = []
         try:
             for index, mount in enumerate(wanted):
                 volume_id, point = mount["sandboxvolume_id"], mount["mount_point"]
-                if point != WORKSPACE and (isolation is None or self.runtime.hardening is None):
+                if point != WORKSPACE and (confinement is None or self.launcher.hardening is None):
                     log.warning("sandbox %s: %s cannot be mounted at %s without the hardened runtime",
                                 sandbox_id, volume_id, point)
                     continue
@@ -96,15 +96,15 @@ class VolumeBinding:
                     staging.mkdir(mode=0o711, exist_ok=True)  # bwrap (the sandbox's uid) walks through it
                     target = str(staging / str(index))
                     os.makedirs(target, mode=0o755, exist_ok=True)
-                    isolation.mounts.append((str(index), point, read_only))
-                    isolation.mounts_dir = str(staging)
+                    confinement.mounts.append((str(index), point, read_only))
+                    confinement.mounts_dir = str(staging)
                 bind(source, target, uid, read_only)
                 targets.append(target)
         except BaseException:
             self._undo(sandbox_id, targets, attached)
             bound.release()
             raise
-        return VolumeBoundRuntime(bound, lambda: self._undo(sandbox_id, targets, attached))
+        return VolumeBoundLauncher(bound, lambda: self._undo(sandbox_id, targets, attached))
 
     def _undo(self, sandbox_id: str, targets: list[str], attached: list[str]) -> None:
         self._workspaces.pop(sandbox_id, None)
@@ -131,8 +131,8 @@ class VolumeBinding:
             log.info("undid %d volume bind(s) a stopped server left behind", len(stale))
 
 
-class VolumeBoundRuntime:
-    """A sandbox's BoundRuntime whose release also undoes its volumes' binds (after its processes)."""
+class VolumeBoundLauncher:
+    """A sandbox's BoundLauncher whose release also undoes its volumes' binds (after its processes)."""
 
     def __init__(self, inner, undo) -> None:
         self._inner = inner

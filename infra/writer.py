@@ -1,4 +1,4 @@
-"""The single writer thread (D4): one transaction per store per tick, results to the loop.
+"""The single writer thread: one transaction per store per tick, results to the loop.
 
 The loop side (``domain.commits.CommitPipeline``) decides what goes into a tick; this
 thread only encodes and commits, then hands the outcome back with

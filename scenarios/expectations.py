@@ -56,7 +56,7 @@ def rendered(world: World, name: str) -> dict | None:
         session = world.session(name)
     except SessionNotFoundError:
         return None
-    return render_session(session, world.service.journal.cursor(session))
+    return render_session(session, world.runtime.journal.cursor(session))
 
 
 async def check(world: World, name: str, step: dict) -> list[str]:

@@ -40,10 +40,10 @@ async def _completed(world: World, step: dict, label: str, coro) -> list[str]:
 
 def _remember_live_pids(world: World) -> list[int]:
     """The pids of the runtime about to be released, for ``expect_sandbox old_processes_gone``."""
-    service = world.manager.running.get(world.sandbox_id)
-    if service is None:
+    runtime = world.manager.running.get(world.sandbox_id)
+    if runtime is None:
         return []
-    pids = [s.attempt["pid"] for s in service.store.sessions.values()
+    pids = [s.attempt["pid"] for s in runtime.store.sessions.values()
             if s.attempt and "pid" in s.attempt and "finished_ns" not in s.attempt]
     world.retired.extend(pids)
     return pids
@@ -78,10 +78,10 @@ async def replace_runtime(world: World, step: dict) -> list[str]:
     manager, sandbox_id = world.manager, world.sandbox_id
     pids = _remember_live_pids(world)
     async with manager.gate(sandbox_id).lock:
-        service = manager.running.pop(sandbox_id, None)
-        if service is not None:
-            await service.release()  # ends the processes without recording the exits
-            await service.close()  # what was staged and not committed is lost
+        runtime = manager.running.pop(sandbox_id, None)
+        if runtime is not None:
+            await runtime.release()  # ends the processes without recording the exits
+            await runtime.close()  # what was staged and not committed is lost
         manager.parked.pop(sandbox_id, None)
         await manager.bring_up(sandbox_id)
     await world.settle()
@@ -140,7 +140,7 @@ async def audit(world: World, step: dict) -> list[str]:
     """Every attempt ever, as ``"<number> g<generation> <start reason> -> <end reason|live>"``."""
     name = step.get("session", "main")
     await world.settle()
-    history = [_attempt_line(a) for a in world.service.journal.attempts(world.session_id(name))]
+    history = [_attempt_line(a) for a in world.runtime.journal.attempts(world.session_id(name))]
     if history != step["attempts"]:
         raise AssertionError(f"audit {name}: expected {step['attempts']}\n  got {history}")
     return [f"audit {name}: {len(history)} attempts ✓", *(f"  {line}" for line in history)]
@@ -162,9 +162,9 @@ def _released_pids(world: World) -> list[int]:
     known = set(world.retired) | set(world._pids.values())
     if world.is_fake:
         known |= {process.pid for process in world.runner.processes}
-    service = world.manager.running.get(world.sandbox_id)
-    live = set() if service is None else {
-        s.attempt["pid"] for s in service.store.sessions.values()
+    runtime = world.manager.running.get(world.sandbox_id)
+    live = set() if runtime is None else {
+        s.attempt["pid"] for s in runtime.store.sessions.values()
         if s.attempt and "pid" in s.attempt and "finished_ns" not in s.attempt}
     return sorted(known - live)
 

@@ -86,7 +86,7 @@ async def create(world: World, step: dict) -> list[str]:
     spec = deep_merge(world.base_spec, step.get("spec", {}))
 
     async def run():
-        session, created = await commands.create_session(world.service, spec, step.get("key", ""))
+        session, created = await commands.create_session(world.runtime, spec, step.get("key", ""))
         world.names[name] = session.id
         return created
     lines = await _call(world, step, f"create {name}", run())
@@ -99,7 +99,7 @@ async def create(world: World, step: dict) -> list[str]:
 async def set_desired(world: World, step: dict) -> list[str]:
     """PUT /desired-state with ``state`` running or stopped."""
     name = step.get("session", "main")
-    coro = commands.set_desired_state(world.service, world.session_id(name), {"state": step["state"]})
+    coro = commands.set_desired_state(world.runtime, world.session_id(name), {"state": step["state"]})
     return await _call(world, step, f"set_desired {name} {step['state']}", coro)
 
 
@@ -108,7 +108,7 @@ async def replace_attempt(world: World, step: dict) -> list[str]:
     """POST /attempts with replace_current = ``replace`` (default true)."""
     name = step.get("session", "main")
     replace = step.get("replace", True)
-    coro = commands.create_attempt(world.service, world.session_id(name), {"replace_current": replace})
+    coro = commands.create_attempt(world.runtime, world.session_id(name), {"replace_current": replace})
     return await _call(world, step, f"new attempt for {name} (replace_current={replace})", coro)
 
 
@@ -117,7 +117,7 @@ async def update_spec(world: World, step: dict) -> list[str]:
     """PUT /sessions/{id}: a full spec, written as changes merged over the story's [session]."""
     name = step.get("session", "main")
     spec = deep_merge(world.base_spec, step["spec"])
-    coro = commands.update_session(world.service, world.session_id(name), spec)
+    coro = commands.update_session(world.runtime, world.session_id(name), spec)
     return await _call(world, step, f"update_spec {name} {step['spec']}", coro)
 
 
@@ -125,7 +125,7 @@ async def update_spec(world: World, step: dict) -> list[str]:
 async def delete(world: World, step: dict) -> list[str]:
     """DELETE /sessions/{id}."""
     name = step.get("session", "main")
-    return await _call(world, step, f"delete {name}", world.service.lifecycle.delete_session(world.session_id(name)))
+    return await _call(world, step, f"delete {name}", world.runtime.lifecycle.delete_session(world.session_id(name)))
 
 
 @verb("input", required={"data": str}, optional={**CALL, "eof": bool, "input_id": str})
@@ -135,7 +135,7 @@ async def send_input(world: World, step: dict) -> list[str]:
     body = {"input_id": step.get("input_id") or f"in-{len(world.calls) + 1}",
             "data_base64": base64.b64encode(step["data"].encode()).decode(), "eof": step.get("eof", False)}
     return await _call(world, step, f"input {name} {step['data']!r}",
-                       commands.write_input(world.service.io, world.session_id(name), body))
+                       commands.write_input(world.runtime.io, world.session_id(name), body))
 
 
 @verb("signal", required={"name": str}, optional=CALL)
@@ -143,7 +143,7 @@ async def send_signal(world: World, step: dict) -> list[str]:
     """POST /signals with ``name`` (TERM, INT, KILL, ...)."""
     name = step.get("session", "main")
     return await _call(world, step, f"signal {name} {step['name']}",
-                       commands.send_signal(world.service.io, world.session_id(name), {"signal": step["name"]}))
+                       commands.send_signal(world.runtime.io, world.session_id(name), {"signal": step["name"]}))
 
 
 # ---- what the scripted process does (fake runner) ----------------------------------------------

@@ -5,7 +5,7 @@ it: a real SQLite store per sandbox, the real writer thread, the real commit pip
 Only the clock and the process runner differ in ``fake`` mode (FakeClock and
 ScriptedRunner); ``real`` mode keeps the system clock and real processes.
 
-Verbs drive it through the service's public methods (what the API routes call) and read
+Verbs drive it through the runtime's public methods (what the API routes call) and read
 back the public journal. ``drop`` and ``rebuild`` throw the server away and build a new
 one over the same data dir, with the same clock and runner, which is what pause/resume,
 crash and restart stories need.
@@ -131,8 +131,8 @@ class World:
         # The writer goes first: it finishes what it already holds, and only then are the
         # stores closed (closing a connection the writer is using can crash the process).
         await asyncio.to_thread(container.writer.close)
-        for service in container.manager.running.values():
-            await asyncio.to_thread(service.store.close)
+        for runtime in container.manager.running.values():
+            await asyncio.to_thread(runtime.store.close)
 
     async def close(self) -> None:
         for call in self.calls:
@@ -146,8 +146,8 @@ class World:
         return self.container.manager
 
     @property
-    def service(self):
-        return self.manager.service_for(self.sandbox_id)
+    def runtime(self):
+        return self.manager.runtime_for(self.sandbox_id)
 
     def session_id(self, name: str) -> str:
         try:
@@ -156,7 +156,7 @@ class World:
             raise AssertionError(f"no session called {name!r} was created in this story") from None
 
     def session(self, name: str):
-        return self.service.session(self.session_id(name))
+        return self.runtime.session(self.session_id(name))
 
     def process(self, name: str) -> ScriptedProcess:
         """The scripted process of the session's live attempt (found by its public pid)."""
@@ -172,14 +172,14 @@ class World:
 
     def _note_pids(self) -> None:
         # A pid is public only while its process lives; remember it for later expectations.
-        for service in self.manager.running.values():
-            for session_id, session in service.store.sessions.items():
+        for runtime in self.manager.running.values():
+            for session_id, session in runtime.store.sessions.items():
                 attempt = session.attempt
                 if attempt and "pid" in attempt and "finished_ns" not in attempt:
                     self._pids[session_id] = attempt["pid"]
 
     async def journal(self, name: str, after: int = 0) -> list[dict]:
-        records, _cursor = await self.service.journal.events_page(self.session_id(name), after, 1_000_000)
+        records, _cursor = await self.runtime.journal.events_page(self.session_id(name), after, 1_000_000)
         return records
 
     @property
@@ -209,7 +209,7 @@ class World:
             stable = stable + 1 if self._signature() == before else 0
             if stable >= 2:
                 return
-        raise AssertionError("the world never settled (a busy loop in the service?)")
+        raise AssertionError("the world never settled (a busy loop in the runtime?)")
 
     def _lifecycle_busy(self) -> bool:
         # A pause or resume (e.g. started by the ttl sweep) waits on the writer thread, not the clock.
@@ -219,10 +219,10 @@ class World:
     def _signature(self) -> tuple:
         sessions = []
         if self.container is not None and self.container.manager is not None:
-            for service in self.manager.running.values():
-                committed = service.store.committed_seq
+            for runtime in self.manager.running.values():
+                committed = runtime.store.committed_seq
                 sessions.extend((sid, s.version, committed.get(sid), s.phase)
-                                for sid, s in service.store.sessions.items())
+                                for sid, s in runtime.store.sessions.items())
         processes = tuple((p.pid, p.alive, len(p.signals)) for p in self.runner.processes)
         calls = tuple(c.task.done() for c in self.calls)
         return tuple(sessions), processes, calls, tuple(self.clock.pending()), self._executor.in_flight
@@ -232,7 +232,7 @@ class World:
 
     # ---- lifecycle calls ----------------------------------------------------------------------
     async def call(self, label: str, coro, expected_error: str = "") -> Call:
-        """Run a service call. In fake mode a call waiting on the clock (a stop in its grace
+        """Run a runtime call. In fake mode a call waiting on the clock (a stop in its grace
         period) stays in flight; later steps (``advance``) let it finish."""
         call = Call(label, asyncio.ensure_future(coro), expected_error)
         self.calls.append(call)

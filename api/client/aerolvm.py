@@ -1,4 +1,4 @@
-"""The AeroLVM-compatible ``/v1`` facade (aerolvm-sessions contract §1-§4) as ``Call``s.
+"""The AeroLVM-compatible ``/v1`` facade as ``Call``s.
 
 ``client.aero`` gives these methods on both clients. Errors there are bare
 ``{"error": "..."}`` objects, so the ``code`` of a raised error is derived from

@@ -2,7 +2,7 @@
 
 The base is ``--spec-file`` (YAML or JSON), else the ``--harness`` preset,
 else an empty spec; flags then override single fields, and the COMMAND after
-``--`` replaces ``command``. The server fills every default (contract §2.2).
+``--`` replaces ``command``. The server fills every default.
 """
 from __future__ import annotations
 

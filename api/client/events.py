@@ -20,7 +20,7 @@ DEFAULT_RECONNECT_TIMEOUT_S = 60.0
 
 
 class SSEParser:
-    """Feeds SSE lines; returns the event dict a blank line completes (contract §4)."""
+    """Feeds SSE lines; returns the event dict a blank line completes."""
 
     def __init__(self) -> None:
         self._data: list[str] = []

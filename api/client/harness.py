@@ -52,7 +52,7 @@ class HarnessDriver:
         self.state = DriverState.load(self.state_path, sandbox_id, session_id, self.preset.name)
         self.start_timeout = start_timeout
         self._lock = threading.RLock()
-        self._pending: dict[Any, _Pending] = {}
+        self._pending: dict[Any, PendingCall] = {}
         self._notes: queue.Queue = queue.Queue()
         self._lines = LineBuffer(*self.state.partial)
         self._latest_attempt = ""  # the newest attempt the event stream has seen started

@@ -1,4 +1,4 @@
-"""Session specs for the four coding-agent CLIs (harness-protocols.md §1-§6, §10).
+"""Session specs for the four coding-agent CLIs.
 
 Each runs in pipe mode with HOME and cwd ``/workspace`` (the ``coding-agent``
 template), restart ``on_failure``, runtime recovery ``restart`` and process
@@ -22,7 +22,7 @@ class HarnessPreset:
 
 PRESETS: dict[str, HarnessPreset] = {
     "codex": HarnessPreset("codex", "codex", ("codex", "app-server", "--stdio"), {"NO_COLOR": "1"}),
-    # --allowedTools is variadic: it must stay last, or it eats the flags after it (§1, §10.8).
+    # --allowedTools is variadic: it must stay last, or it eats the flags after it.
     "claude-code": HarnessPreset(
         "claude-code", "claude",
         ("claude", "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
@@ -30,7 +30,7 @@ PRESETS: dict[str, HarnessPreset] = {
         {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}),
     "opencode": HarnessPreset("opencode", "opencode", ("opencode", "acp", "--cwd", WORKSPACE),
                               {"OPENCODE_DISABLE_AUTOUPDATE": "1"}),
-    # No --approve: pi 0.73/0.74 (node 20) reject it and exit before reading stdin (§0.2, §6).
+    # No --approve: pi 0.73/0.74 (node 20) reject it and exit before reading stdin.
     "pi": HarnessPreset("pi", "pi", ("pi", "--mode", "rpc"),
                         {"PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"}),
 }

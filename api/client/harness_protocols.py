@@ -1,4 +1,4 @@
-"""The four native protocols as the driver needs them (harness-protocols.md §2-§6).
+"""The four native protocols as the driver needs them.
 
 A protocol encodes a call, recognises the record that answers it, performs
 the initialize handshake, opens and resumes a conversation, and cancels with
@@ -104,7 +104,7 @@ class Codex(Protocol):
 
     def resume(self, driver, deadline):
         if not driver.native.get("persisted"):
-            # A thread with no items has no rollout to resume (§3): open a fresh one.
+            # A thread with no items has no rollout to resume: open a fresh one.
             self.open_conversation(driver, deadline, driver.native.get("open_params") or {})
             return
         driver.request("thread/resume", {"threadId": driver.native["thread_id"]}, deadline)
@@ -207,7 +207,7 @@ class OpenCode(Protocol):
 
     def open_conversation(self, driver, deadline, params):
         result = driver.request("session/new", {"cwd": self.cwd, "mcpServers": [], **params}, deadline)
-        driver.set_native(session_id=result["sessionId"], persisted=True)  # persisted at once (§5)
+        driver.set_native(session_id=result["sessionId"], persisted=True)  # persisted at once
         return result["sessionId"]
 
     def resume(self, driver, deadline):

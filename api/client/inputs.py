@@ -1,7 +1,7 @@
 """The input helper's policy: generated input ids, and which failures to retry.
 
 An input is retried only with the *same* ``input_id`` and the same bytes: the
-server dedupes by id and content (contract §6.9), so a retry after an
+server dedupes by id and content, so a retry after an
 ambiguous failure (the request may or may not have been applied) can never
 deliver the bytes twice. It answers ``duplicate: true`` when the first try
 had been accepted. If the attempt changed in between, the retry gets 409

@@ -128,7 +128,7 @@ def _cursor_params(after: int | None, limit: int | None) -> dict | None:
 
 
 class SandboxOps:
-    """The sandbox routes (sandboxes contract §1)."""
+    """The sandbox routes."""
 
     def _run(self, call: Call):  # pragma: no cover - provided by the client classes
         raise NotImplementedError
@@ -191,7 +191,7 @@ class SandboxOps:
 
 
 class SessionOps:
-    """The session routes (sessions contract §1), plus the audit views."""
+    """The session routes, plus the audit views."""
 
     def _run(self, call: Call):  # pragma: no cover - provided by the client classes
         raise NotImplementedError

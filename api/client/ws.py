@@ -1,4 +1,4 @@
-"""WebSocket connections: the Sandbox0 ``…/ws`` duplex (contract §5) and the AeroLVM ``attach``.
+"""WebSocket connections: the Sandbox0 ``…/ws`` duplex and the AeroLVM ``attach``.
 
 Sync classes use ``websockets.sync``; the ``Async…`` ones ``websockets.asyncio``.
 A refused upgrade (400/404/410/503 before the 101) is raised as the matching
@@ -93,7 +93,7 @@ class _Frames:
 
 
 class SessionSocket:
-    """Messages are dicts: ``{"type":"event","event":…}``, ``ack`` or ``error`` (contract §5)."""
+    """Messages are dicts: ``{"type":"event","event":…}``, ``ack`` or ``error``."""
 
     def __init__(self, connection) -> None:
         self.connection = connection

@@ -1,4 +1,4 @@
-"""The AeroLVM-compatible facade under ``/v1`` (aerolvm-sessions.md §4).
+"""The AeroLVM-compatible facade under ``/v1``.
 
 Served at the root of the host because the SDK drops any base path for WebSockets.
 Sandboxes map onto ours; sessions are ordinary supervised sessions, visible in both
@@ -34,17 +34,17 @@ def manager(request: Request):
     return request.app.ctx.container.manager
 
 
-def service(request: Request, sandbox_id: str):
-    return manager(request).service_for(sandbox_id)
+def runtime_of(request: Request, sandbox_id: str):
+    return manager(request).runtime_for(sandbox_id)
 
 
 def reply(data, status: int = 200) -> HTTPResponse:
     return HTTPResponse(orjson.dumps(data), status=status, content_type="application/json")
 
 
-def rendered(request: Request, svc, session) -> dict:
+def rendered(request: Request, runtime, session) -> dict:
     """As committed (``store.view``): never a state whose events the writer has not committed."""
-    return shapes.render_session(svc.shown(session), attachments(request.app).count(session.id))
+    return shapes.render_session(runtime.shown(session), attachments(request.app).count(session.id))
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -95,36 +95,36 @@ async def delete_sandbox(request: Request, sandbox_id: str):
 async def create_session(request: Request, sandbox_id: str):
     """201 Session (a new one every time, as upstream); 400 bad options; 404 sandbox."""
     spec = shapes.create_session_spec(parse_json(request))
-    svc = service(request, sandbox_id)
-    session, _created = await commands.create_session(svc, spec, "")
-    return reply(rendered(request, svc, session), 201)
+    runtime = runtime_of(request, sandbox_id)
+    session, _created = await commands.create_session(runtime, spec, "")
+    return reply(rendered(request, runtime, session), 201)
 
 
 @http_bp.get("/<sandbox_id>/sessions")
 async def list_sessions(request: Request, sandbox_id: str):
     """200 {"sessions": [...]} ordered by creation."""
-    svc = service(request, sandbox_id)
+    runtime = runtime_of(request, sandbox_id)
     count = attachments(request.app).count
-    return reply({"sessions": [shapes.render_session(view, count(view.id)) for _, view in svc.shown_sessions()]})
+    return reply({"sessions": [shapes.render_session(view, count(view.id)) for _, view in runtime.shown_sessions()]})
 
 
 @http_bp.get("/<sandbox_id>/sessions/<session_id>")
 async def get_session(request: Request, sandbox_id: str, session_id: str):
     """200 Session; 404 session not found."""
-    svc = service(request, sandbox_id)
-    return reply(rendered(request, svc, svc.session(session_id)))
+    runtime = runtime_of(request, sandbox_id)
+    return reply(rendered(request, runtime, runtime.session(session_id)))
 
 
 @http_bp.delete("/<sandbox_id>/sessions/<session_id>")
 async def delete_session(request: Request, sandbox_id: str, session_id: str):
     """204 after SIGKILL to the group (as upstream) and the ordinary delete; attachers get exit."""
-    svc = service(request, sandbox_id)
-    svc.session(session_id)
+    runtime = runtime_of(request, sandbox_id)
+    runtime.session(session_id)
     try:
-        await svc.io.send_signal(session_id, SignalRequest(signal.SIGKILL))
+        await runtime.io.send_signal(session_id, SignalRequest(signal.SIGKILL))
     except DomainError:
         pass  # not running: there is nothing to kill
-    await svc.lifecycle.delete_session(session_id)
+    await runtime.lifecycle.delete_session(session_id)
     return HTTPResponse(status=204)
 
 
@@ -132,7 +132,7 @@ async def delete_session(request: Request, sandbox_id: str, session_id: str):
 async def signal_session(request: Request, sandbox_id: str, session_id: str):
     """200 {"status":"ok"}; 400 unsupported signal; 404; 409 not running."""
     body = shapes.body_object(parse_json(request))
-    await commands.send_signal(service(request, sandbox_id).io, session_id, {"signal": body.get("signal")})
+    await commands.send_signal(runtime_of(request, sandbox_id).io, session_id, {"signal": body.get("signal")})
     return reply({"status": "ok"})
 
 
@@ -141,7 +141,7 @@ async def resize_session(request: Request, sandbox_id: str, session_id: str):
     """200 {"status":"ok"} (a no-op for pipes); 400 sizes <= 0; 404; 409 not running."""
     body = shapes.body_object(parse_json(request))
     try:
-        await commands.resize(service(request, sandbox_id).io, session_id,
+        await commands.resize(runtime_of(request, sandbox_id).io, session_id,
                               {"rows": body.get("rows"), "cols": body.get("cols")})
     except PtyUnavailableError:
         pass
@@ -151,16 +151,16 @@ async def resize_session(request: Request, sandbox_id: str, session_id: str):
 @http_bp.get("/<sandbox_id>/sessions/<session_id>/log")
 async def session_log(request: Request, sandbox_id: str, session_id: str):
     """200 raw bytes: the retained output window the attach replay sends, stdout and stderr interleaved."""
-    svc = service(request, sandbox_id)
-    upto = svc.journal.cursor(svc.session(session_id))[1]
-    chunks = await svc.journal.output_tail(session_id, upto, REPLAY_BYTES)
+    runtime = runtime_of(request, sandbox_id)
+    upto = runtime.journal.cursor(runtime.session(session_id))[1]
+    chunks = await runtime.journal.output_tail(session_id, upto, REPLAY_BYTES)
     return HTTPResponse(b"".join(data for _stream, data in chunks), content_type="text/plain; charset=utf-8")
 
 
 @http_bp.get("/<sandbox_id>/sessions/<session_id>/recording")
 async def session_recording(request: Request, sandbox_id: str, session_id: str):
     """404 {"error": "no recording"}: sessions are journaled, not recorded as asciicast."""
-    service(request, sandbox_id).session(session_id)
+    runtime_of(request, sandbox_id).session(session_id)
     raise ApiError(404, "not_found", "no recording")
 
 
@@ -170,13 +170,13 @@ async def check_before_upgrade(request: Request):
     """404 for an unknown sandbox or session, as JSON, before the 101."""
     if bridged(request):
         return None
-    service(request, request.match_info["sandbox_id"]).session(request.match_info["session_id"])
+    runtime_of(request, request.match_info["sandbox_id"]).session(request.match_info["session_id"])
 
 
 @attach_bp.websocket("/<sandbox_id>/sessions/<session_id>/attach")
 @owned_here
 async def attach(request: Request, ws, sandbox_id: str, session_id: str):
-    attach_ = Attach(ws, service(request, sandbox_id), session_id)
+    attach_ = Attach(ws, runtime_of(request, sandbox_id), session_id)
     try:
         subscriber = attach_.subscribe()
     except DomainError as exc:  # deleted between the check and the upgrade
@@ -192,4 +192,4 @@ async def attach(request: Request, ws, sandbox_id: str, session_id: str):
     except GONE:
         pass
     finally:
-        attach_.svc.hub.unsubscribe(subscriber)
+        attach_.runtime.hub.unsubscribe(subscriber)

@@ -22,7 +22,7 @@ from session_supervisor.domain.model.signals import parse_signal
 from session_supervisor.domain.model.timefmt import rfc3339
 
 from ..schemas import ok, parse_json
-from .sessions import service
+from .sessions import runtime_of
 from .ws import GONE, first_done
 from ..proxy import bridged, owned_here
 
@@ -32,7 +32,7 @@ bp = Blueprint("contexts", url_prefix="/api/v1/sandboxes/<sandbox_id>/contexts")
 
 
 def contexts(request: Request, sandbox_id: str):
-    return service(request, sandbox_id).contexts
+    return runtime_of(request, sandbox_id).contexts
 
 
 def render_context(context, output=None, *, preview: bool = False) -> dict:

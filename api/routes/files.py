@@ -11,14 +11,14 @@ from sanic import Blueprint, Request
 from session_supervisor.domain.model.errors import DomainError
 
 from . import file_serving as serve
-from .sessions import service
+from .sessions import runtime_of
 from ..proxy import owned_here
 
 bp = Blueprint("files", url_prefix="/api/v1/sandboxes/<sandbox_id>/files")
 
 
 def sandbox_fs(request: Request, sandbox_id: str):
-    service(request, sandbox_id)  # 404 for an unknown sandbox; the gate resumed a paused one
+    runtime_of(request, sandbox_id)  # 404 for an unknown sandbox; the gate resumed a paused one
     return request.app.ctx.container.sandbox_fs(sandbox_id)
 
 

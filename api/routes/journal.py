@@ -1,4 +1,4 @@
-"""Journal routes: paged events (§1.11) and the SSE stream (§1.12, §4)."""
+"""Journal routes: paged events and the SSE stream."""
 from __future__ import annotations
 
 from sanic import Blueprint, Request
@@ -8,7 +8,7 @@ from ..wire import parse_cursor, parse_limit
 
 from ..schemas import ok_events_page
 from ..sse import HEARTBEAT_S, heartbeat_frame, sse_frame, sse_frames
-from .sessions import service
+from .sessions import runtime_of
 
 bp = Blueprint("journal", url_prefix="/api/v1/sandboxes/<sandbox_id>/sessions/<session_id>")
 
@@ -18,7 +18,7 @@ async def list_events(request: Request, sandbox_id: str, session_id: str):
     """200 {"events", "cursor"}; 400 bad after/limit or after > latest; 404; 410 event_cursor_expired."""
     after = parse_cursor(request.args.get("after"))
     limit = parse_limit(request.args.get("limit"))
-    (events, _last), (earliest, latest) = await service(request, sandbox_id).journal.events_page(
+    (events, _last), (earliest, latest) = await runtime_of(request, sandbox_id).journal.events_page(
         session_id, after, limit, as_json=True)
     return ok_events_page(events, earliest, latest)
 
@@ -49,8 +49,8 @@ async def stream_events(request: Request, sandbox_id: str, session_id: str):
     """200 text/event-stream: replay after the cursor, then live; 400; 404; 410 before the stream."""
     after = stream_cursor(request)
     parse_limit(request.args.get("limit"))
-    svc = service(request, sandbox_id)
-    subscriber, upto = svc.journal.subscribe(session_id, after)
+    runtime = runtime_of(request, sandbox_id)
+    subscriber, upto = runtime.journal.subscribe(session_id, after)
     try:
         response = await request.respond(
             content_type="text/event-stream",
@@ -58,7 +58,7 @@ async def stream_events(request: Request, sandbox_id: str, session_id: str):
         last = after
         try:
             while last < upto:  # replay the committed snapshot, page by page
-                events, read_upto = await svc.journal.replay(session_id, last, upto, as_json=True)
+                events, read_upto = await runtime.journal.replay(session_id, last, upto, as_json=True)
                 if not read_upto:
                     break
                 await send_frames(response, sse_frames(events))
@@ -78,7 +78,7 @@ async def stream_events(request: Request, sandbox_id: str, session_id: str):
             elif subscriber.closed_reason:
                 break
             elif not batch:
-                await response.send(heartbeat_frame(svc.store.committed_seq.get(session_id, last)))
+                await response.send(heartbeat_frame(runtime.store.committed_seq.get(session_id, last)))
         await response.eof()
     finally:
-        svc.hub.unsubscribe(subscriber)
+        runtime.hub.unsubscribe(subscriber)

@@ -1,4 +1,4 @@
-"""``GET /api/v1/sandboxes/{id}/metrics`` and ``…/metrics/catalog`` (environments contract §5.4-§5.5):
+"""``GET /api/v1/sandboxes/{id}/metrics`` and ``…/metrics/catalog``:
 series built from the sandbox's cgroup samples (``infra/metrics_sampler.py``)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Observability routes (environments contract §5.1-§5.3): a sandbox's logs and events, paged with a
+"""Observability routes: a sandbox's logs and events, paged with a
 cursor and time filters, and their ``watch=true`` NDJSON streams. Both are read from the sandbox's
 journal (``domain/observability.py``); nothing is stored for them.
 

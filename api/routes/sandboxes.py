@@ -1,6 +1,6 @@
-"""Sandbox routes (sandboxes contract §1): claim, list, get, status, update, delete,
+"""Sandbox routes: claim, list, get, status, update, delete,
 pause, resume and refresh. Pause is synchronous: it answers once the checkpoint is
-committed and the runtime released (contract §1.7 allows it; pause_and_wait then ends
+committed and the runtime released (the SDK allows it; pause_and_wait then ends
 after one GET)."""
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ MIN_MEMORY, MAX_MEMORY = 128 * 2**20, 16 * 2**30
 
 
 def parse_memory(value) -> str:
-    """A Kubernetes quantity between 128Mi and 16Gi (contract §1.1)."""
+    """A Kubernetes quantity between 128Mi and 16Gi, the reference's bounds."""
     match = _QUANTITY.match(value.strip()) if isinstance(value, str) else None
     if match is None:
         raise _bad("invalid memory quantity")

@@ -1,4 +1,4 @@
-"""Sandbox services (environments contract §4.2): ``GET`` and ``PUT /api/v1/sandboxes/{id}/services``.
+"""Sandbox services: ``GET`` and ``PUT /api/v1/sandboxes/{id}/services``.
 
 The list lives in the sandbox's ``config.services`` (also set by claim and update), so it is kept
 with the sandbox across pause, resume and restarts; PUT replaces it, ``[]`` clears it, and works

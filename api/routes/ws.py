@@ -1,4 +1,4 @@
-"""The session WebSocket (contract §5): replay, then live events, and ordered requests.
+"""The session WebSocket: replay, then live events, and ordered requests.
 
 The cursor is validated and the subscription made in this blueprint's request
 middleware, i.e. before the 101, so a bad ``after`` or an unknown session is a plain
@@ -25,7 +25,7 @@ from ..wire import parse_cursor, parse_limit
 
 from .. import commands
 from ..browser import EchoedConsoleSubprotocol
-from .sessions import service
+from .sessions import runtime_of
 from ..proxy import bridged, owned_here
 
 log = logging.getLogger(__name__)
@@ -36,12 +36,12 @@ CLOSE_CODES = {"deleted": (1000, "session deleted"), "shutdown": (1001, "server 
                "slow": (1013, "subscriber too slow; reconnect with after")}
 SHUTDOWN_WAIT_S = 2.0
 REPLAY_PAGE = 64  # events per journal read: output events can be 256 KiB each
-# The frames a client may send, each to the one service call it means (an explicit table:
-# no frame type can reach any other method of the service).
+# The frames a client may send, each to the one runtime call it means (an explicit table:
+# no frame type can reach any other method of the runtime).
 OPERATIONS = {
-    "input": lambda svc, session_id, message: commands.write_input(svc.io, session_id, message),
-    "signal": lambda svc, session_id, message: commands.send_signal(svc.io, session_id, message),
-    "resize": lambda svc, session_id, message: commands.resize(svc.io, session_id, message),
+    "input": lambda runtime, session_id, message: commands.write_input(runtime.io, session_id, message),
+    "signal": lambda runtime, session_id, message: commands.send_signal(runtime.io, session_id, message),
+    "resize": lambda runtime, session_id, message: commands.resize(runtime.io, session_id, message),
 }
 GONE = (ConnectionClosed, WebsocketClosed)  # the peer went away: nothing to report
 
@@ -102,7 +102,7 @@ async def first_done(*coros) -> asyncio.Task:
 # ---- before the upgrade -----------------------------------------------------------------
 @dataclass
 class _Subscription:
-    svc: object
+    runtime: object
     subscriber: object
     after: int
     upto: int
@@ -116,16 +116,16 @@ async def subscribe_before_upgrade(request: Request):
         return None
     after = parse_cursor(request.args.get("after"))
     parse_limit(request.args.get("limit"))
-    svc = service(request, request.match_info["sandbox_id"])
-    subscriber, upto = svc.journal.subscribe(request.match_info["session_id"], after)
-    request.ctx.ws_subscription = _Subscription(svc, subscriber, after, upto)
+    runtime = runtime_of(request, request.match_info["sandbox_id"])
+    subscriber, upto = runtime.journal.subscribe(request.match_info["session_id"], after)
+    request.ctx.ws_subscription = _Subscription(runtime, subscriber, after, upto)
 
 
 @bp.on_response
 async def release_if_not_upgraded(request: Request, response):
     subscription = getattr(request.ctx, "ws_subscription", None)
     if subscription is not None and not subscription.owned:  # the handshake failed
-        subscription.svc.hub.unsubscribe(subscription.subscriber)
+        subscription.runtime.hub.unsubscribe(subscription.subscriber)
 
 
 # ---- after the upgrade ------------------------------------------------------------------
@@ -145,17 +145,17 @@ async def session_ws(request: Request, ws, sandbox_id: str, session_id: str):
     except GONE:
         pass
     finally:
-        sub.svc.hub.unsubscribe(sub.subscriber)
+        sub.runtime.hub.unsubscribe(sub.subscriber)
 
 
 async def _serve(ws, sub: _Subscription, session_id: str) -> None:
     try:
-        last = await _replay(ws, sub.svc, session_id, sub.after, sub.upto)
+        last = await _replay(ws, sub.runtime, session_id, sub.after, sub.upto)
     except CursorExpiredError:  # retention overtook the replay: never skip silently
         await ws.close(1013, "cursor expired during replay; reconnect with after")
         return
     finished = await first_done(_send_live(ws, sub.subscriber, last),
-                                _serve_requests(ws, sub.svc, session_id))
+                                _serve_requests(ws, sub.runtime, session_id))
     reason = sub.subscriber.closed_reason
     if not finished.cancelled() and finished.exception() is None and reason:
         code, text = CLOSE_CODES.get(reason, (1000, reason))
@@ -166,10 +166,10 @@ async def _serve(ws, sub: _Subscription, session_id: str) -> None:
         await ws.close(1011, "internal error")
 
 
-async def _replay(ws, svc, session_id: str, after: int, upto: int) -> int:
+async def _replay(ws, runtime, session_id: str, after: int, upto: int) -> int:
     last = after
     while last < upto:  # the committed snapshot taken with the subscription, page by page
-        records = await svc.journal.replay(session_id, last, upto, REPLAY_PAGE)
+        records = await runtime.journal.replay(session_id, last, upto, REPLAY_PAGE)
         if not records:
             break
         for record in records:
@@ -189,7 +189,7 @@ async def _send_live(ws, subscriber, last: int) -> None:
             return
 
 
-async def _serve_requests(ws, svc, session_id: str) -> None:
+async def _serve_requests(ws, runtime, session_id: str) -> None:
     while True:
         try:
             message = await ws.recv()
@@ -197,11 +197,11 @@ async def _serve_requests(ws, svc, session_id: str) -> None:
             return
         if message is None:
             continue
-        reply = await handle_request(svc, session_id, message)
+        reply = await handle_request(runtime, session_id, message)
         await ws.send(orjson.dumps(reply).decode())
 
 
-async def handle_request(svc, session_id: str, raw) -> dict:
+async def handle_request(runtime, session_id: str, raw) -> dict:
     """Exactly one reply per client frame: ack after the operation committed, or error."""
     try:
         message = orjson.loads(raw)
@@ -220,7 +220,7 @@ async def handle_request(svc, session_id: str, raw) -> dict:
             return {**reply, "type": "error", "error": "unsupported websocket message type"}
         # Shielded: Sanic cancels the handler when the connection drops, and a request
         # already taken off the socket runs to completion (and commits) all the same.
-        task = asyncio.ensure_future(operation(svc, session_id, message))
+        task = asyncio.ensure_future(operation(runtime, session_id, message))
         task.add_done_callback(retrieve_outcome)
         await asyncio.shield(task)
     except DomainError as exc:

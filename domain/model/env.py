@@ -12,15 +12,16 @@ def build_env(
 ) -> dict[str, str]:
     """Precedence: daemon env < sandbox env < spec env < TERM (pty only).
 
-    Spec keys are trimmed; keys that end up empty or contain '=' (or NUL)
-    cannot be exported and are dropped silently, as the Go service does.
+    Spec and sandbox keys are trimmed; keys that end up empty or contain '=' (or NUL)
+    cannot be exported (setenv refuses them, and the launch would end before its command)
+    and are dropped silently, as the Go service does.
     """
     env = dict(base)
-    env.update(sandbox_env)
-    for key, value in spec_env.items():
-        key = key.strip()
-        if key and "=" not in key and "\0" not in key:
-            env[key] = value
+    for layer in (sandbox_env, spec_env):
+        for key, value in layer.items():
+            key = key.strip()
+            if key and "=" not in key and "\0" not in key:
+                env[key] = value
     if term:
         env["TERM"] = term
     return env

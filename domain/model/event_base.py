@@ -22,7 +22,7 @@ def ns_of(timestamp: datetime) -> int:
 
 
 class StrDomainEvent(CanCreateTimestamp, metaclass=MetaDomainEvent):
-    """The library's DomainEvent insists on UUID ids; ours are ``ses-…`` strings (D6)."""
+    """The library's DomainEvent insists on UUID ids; ours are ``ses-…`` strings, so stored events read like the public journal."""
 
     originator_id: str
     originator_version: int

@@ -1,6 +1,6 @@
 """Stored event classes of the Session and Sandbox aggregates.
 
-Every class has an explicit, stable TOPIC (D7): moving or renaming a class never
+Every class has an explicit, stable TOPIC (docs/architecture.md, decision 7): moving or renaming a class never
 changes the stored format. Each Session event maps to exactly one public journal
 type in ``journal.py``. ``apply`` bodies only assign: they re-run on every replay.
 Every Session event carries ``attempt_id`` ("" when none) and ``generation`` (the
@@ -11,7 +11,7 @@ from __future__ import annotations
 from eventsourcing.domain import CanInitAggregate, CanMutateAggregate
 
 # Re-exported: the model reads the shared parts as ``ev.ns_of``, ``ev.Snapshot``, ...
-from .event_base import EPOCH, Snapshot, StrDomainEvent, ns_of, register_topics, timestamp_of  # noqa: F401
+from .event_base import Snapshot, StrDomainEvent, ns_of, register_topics, timestamp_of  # noqa: F401
 from .phases import enter
 
 class SessionEvent(CanMutateAggregate[str], StrDomainEvent):
@@ -119,7 +119,7 @@ class AttemptStarting(SessionEvent):
         if self.requested:
             s.spec = dict(s.spec, lifecycle=dict(s.spec["lifecycle"], desired_state="running"))
             s.spec_version += 1
-        if self.reason == "runtime_recovered":  # restart times count within one runtime (§6.2)
+        if self.reason == "runtime_recovered":  # restart times count within one runtime (the restart policy)
             s.restart_window_ns = []
 
 
@@ -158,14 +158,14 @@ class InputAccepted(SessionEvent):
     TOPIC = "supervisor.Session.InputAccepted"
     input_id: str
     digest: str
-    bytes: int  # added in issue 10: events stored before it lack bytes and eof
+    bytes: int  # added later: events stored before it lack bytes and eof
     eof: bool
 
     def apply(self, s) -> None:
         receipts = s.receipts
         receipts.pop(self.input_id, None)
         receipts[self.input_id] = [self.attempt_id, self.digest]
-        if len(receipts) > 1024:  # keep the most recent 1024 receipts (contract §6.9)
+        if len(receipts) > 1024:  # keep the most recent 1024 receipts (the dedupe window of input ids)
             del receipts[next(iter(receipts))]
         s.last_activity_ns = s.updated_ns = ns_of(self.timestamp)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 
-_SESSION_ID = re.compile(r"^ses-[0-9a-f]{8}-[0-9a-f]{3}$")
 _SANDBOX_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 
@@ -25,10 +24,6 @@ def attempt_id_from(uuid_hex: str) -> str:
 
 def sandbox_id_from(uuid_hex: str) -> str:
     return "sb-" + uuid_hex[:16]
-
-
-def is_session_id(value: str) -> bool:
-    return bool(_SESSION_ID.match(value))
 
 
 def is_sandbox_id(value: str) -> bool:

@@ -52,7 +52,7 @@ def _reason(topic: str, state: dict) -> str:
 
 
 def public_record(session_id: str, seq: int, topic: str, state: dict, occurred_at: str) -> dict[str, Any]:
-    """Render one stored event as the contract's Event object (§3.2), optionals omitted."""
+    """Render one stored event as the public Event object, optionals omitted."""
     record: dict[str, Any] = {"seq": seq, "session_id": session_id,
                               "runtime_generation": state["generation"]}
     if state["attempt_id"]:

@@ -1,4 +1,4 @@
-"""A sandbox's runtime metrics (environments contract §5.4-§5.5): the catalog, and series built from
+"""A sandbox's runtime metrics (``GET …/metrics`` and ``…/metrics/catalog``): the catalog, and series built from
 cgroup samples (pure).
 
 Samples are what the server read from the sandbox's cgroups and its veth pair at one moment

@@ -46,7 +46,7 @@ class IoMode(StrEnum):
 
 # Phases in which an attempt's process may be alive.
 LIVE_PHASES = frozenset({Phase.STARTING, Phase.RUNNING, Phase.PAUSED, Phase.STOPPING})
-# Phases a runtime replacement treats as "previously active" (contract §6.6).
+# Phases a runtime replacement treats as "previously active" (runtime recovery).
 ACTIVE_PHASES = frozenset(
     {Phase.PENDING, Phase.STARTING, Phase.RUNNING, Phase.PAUSED, Phase.BACKOFF, Phase.SUSPENDED}
 )
@@ -54,7 +54,7 @@ ACTIVE_PHASES = frozenset(
 RESTING_PHASES = frozenset({Phase.PENDING, Phase.STOPPED, Phase.EXITED, Phase.FAILED})
 
 P = Phase
-# Every edge a session's phase may take (contract §6.1). Assigning the phase it already
+# Every edge a session's phase may take. Assigning the phase it already
 # has is not a transition (an exit that lands in BACKOFF, then session.backoff).
 # ``enter`` below is the one place a phase changes; tests/unit/test_phases.py walks
 # every edge of this table through the aggregate's commands.

@@ -30,7 +30,7 @@ def backoff_ms(restart: dict, restarts_in_window: int) -> int:
 
 
 def decide_restart(restart: dict, exit_code: int, recent_ns: list[int], now_ns: int) -> RestartDecision:
-    """Contract §6.2: sliding window of restarts, exponential backoff, limit -> failed."""
+    """The restart policy: sliding window of restarts, exponential backoff, limit -> failed."""
     if not wants_restart(restart["policy"], exit_code):
         return RestartDecision(restart=False)
     horizon = now_ns - restart["window_seconds"] * 1_000_000_000
@@ -42,7 +42,7 @@ def decide_restart(restart: dict, exit_code: int, recent_ns: list[int], now_ns: 
 
 
 def expiry_due(lifecycle: dict, created_ns: int, last_activity_ns: int, now_ns: int) -> bool:
-    """Contract §6.14: max lifetime from creation, idle timeout from the last activity (0 = off)."""
+    """Session expiry: max lifetime from creation, idle timeout from the last activity (0 = off)."""
     lifetime_s = lifecycle.get("max_lifetime_seconds", 0)
     idle_s = lifecycle.get("idle_timeout_seconds", 0)
     if lifetime_s > 0 and now_ns - created_ns >= lifetime_s * 1_000_000_000:

@@ -1,6 +1,6 @@
-"""Retention marks (D2): what a session's journal window holds, kept in the aggregate.
+"""Retention marks (kept in the small aggregate state): what a session's journal window holds, kept in the aggregate.
 
-An event's logical size is the length of its public JSON plus one (contract §6.12).
+An event's logical size is the length of its public JSON plus one (what ``max_bytes`` counts).
 Every applied event is added to the marks, so a replay from snapshot plus tail
 rebuilds them exactly. Marks are segments ``[last_seq, bytes, first_ns, last_ns]``
 of consecutive events; a segment is closed once it holds 1/SEGMENTS of either
@@ -81,7 +81,7 @@ def trim(session, committed_seq: int, now_ns: int) -> bool:
 
     Only committed events can be trimmed: their rows exist, so deleting them later
     is exact. ``earliest_seq`` becomes the seq after the last dropped segment
-    (``latest + 1`` when everything went, contract §3.1).
+    (``latest + 1`` when everything went, as the Session resource's cursor shows it).
     """
     limits = session.spec["event_retention"]
     oldest_ns = now_ns - limits["max_age_seconds"] * _NS

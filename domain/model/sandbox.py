@@ -1,6 +1,6 @@
 """The Sandbox aggregate: identity, template, runtime generation and lifecycle status.
 
-It lives in the sandbox's own store (D5), next to its sessions, so a checkpoint of the
+It lives in the sandbox's own store (one store per sandbox), next to its sessions, so a checkpoint of the
 rootfs carries the generation with the journals.
 """
 from __future__ import annotations

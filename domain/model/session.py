@@ -1,7 +1,7 @@
 """The Session aggregate: public commands check, then trigger events that only assign.
 
-The aggregate's stored events are the public journal (D1): ``seq`` is its version.
-State stays small (D2): spec, phase, attempt history, counters, receipts, marks.
+The aggregate's stored events are the public journal (one stream per session): ``seq`` is its version.
+State stays small (never output bytes, so loading is cheap): spec, phase, attempt history, counters, receipts, marks.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from .errors import (
     SessionNotRunningError,
 )
 from .phases import ACTIVE_PHASES, LIVE_PHASES, DesiredState, Phase, can_move
-from .policies import RESTART_LIMIT_EXCEEDED, RestartDecision, decide_restart, go_duration
+from .policies import RESTART_LIMIT_EXCEEDED, RestartDecision, decide_restart
 from .retention import account as account_retention
 
 START_FAILED = "start_failed"
@@ -28,7 +28,7 @@ READINESS_TIMEOUT = "readiness_timeout"
 
 
 def input_digest(attempt_id: str, data: bytes, eof: bool) -> str:
-    """Contract §6.9: SHA-256 over attempt id, a 0 byte, the data, then 1/0 for eof."""
+    """The input digest: SHA-256 over attempt id, a 0 byte, the data, then 1/0 for eof."""
     h = hashlib.sha256(attempt_id.encode())
     h.update(b"\x00")
     h.update(data)
@@ -131,7 +131,7 @@ class Session(BaseAggregate[str]):
         self._emit(ev.Updated, at_ns, spec=spec, phase=self._rest_phase(spec["lifecycle"]["desired_state"]))
 
     def _rest_phase(self, desired_state: str) -> str:
-        """A stop with nothing running rests the session right away (contract §1.4/§1.6/§6.14)."""
+        """A stop with nothing running rests the session right away (a spec update, a desired state, an expiry)."""
         if desired_state == DesiredState.STOPPED and not self.has_live_attempt \
                 and self.phase != Phase.STOPPED:
             return Phase.STOPPED
@@ -160,7 +160,7 @@ class Session(BaseAggregate[str]):
         self._emit(ev.Output, at_ns, stream=stream, data=data)
 
     def check_input(self, input_id: str, digest_of, expected_attempt_id: str) -> bool:
-        """Return True for a recognised retry; raise for a conflict (contract §1.8 order)."""
+        """Return True for a recognised retry; raise for a conflict (checked in the order the inputs route answers)."""
         if expected_attempt_id and expected_attempt_id != self.attempt_id:
             raise AttemptMismatchError()
         receipt = self.receipts.get(input_id)
@@ -199,7 +199,7 @@ class Session(BaseAggregate[str]):
 
     def record_exit(self, exit_code: int | None, signal: int | None, at_ns: int,
                     reason: str = "") -> RestartDecision:
-        """Close the live attempt and decide what follows (contract §6.1/§6.2)."""
+        """Close the live attempt and decide what follows (the phase table and the restart policy)."""
         stop_reason = self.stopping_reason
         if stop_reason or self.desired_state == DesiredState.STOPPED:
             reason = stop_reason or reason or process_exit_reason(exit_code, signal)
@@ -234,7 +234,7 @@ class Session(BaseAggregate[str]):
             self._emit(ev.Resumed, at_ns)  # PAUSED -> RUNNING
 
     def expire(self, at_ns: int) -> bool:
-        """Contract §6.14: desired state -> stopped, one session.expired. False if not running.
+        """Expiry: desired state -> stopped, one session.expired. False if not running.
 
         Desired state ``stopped`` is what makes the event happen once: a session set back to
         ``running`` may expire again, as the reference does.
@@ -245,7 +245,7 @@ class Session(BaseAggregate[str]):
         return True
 
     def recover(self, new_generation: int, at_ns: int) -> str:
-        """Contract §6.6 on a new runtime. Returns "restart", "stop" or "none"."""
+        """Runtime recovery on a new runtime (``runtime_recovery``). Returns "restart", "stop" or "none"."""
         was_active = self.phase in ACTIVE_PHASES or self.has_live_attempt
         desired_stopped = self.desired_state == DesiredState.STOPPED
         if self.has_live_attempt:
@@ -259,6 +259,3 @@ class Session(BaseAggregate[str]):
             return "stop"
         return "restart"
 
-
-def backoff_reason(delay_ms: int) -> str:
-    return go_duration(delay_ms)

@@ -6,7 +6,7 @@ journal records Go's descriptive names, so neither may depend on ``os`` or
 """
 from __future__ import annotations
 
-# The names a client may send (contract §1.9), in Linux numbering.
+# The names a client may send to ``…/signals``, in Linux numbering.
 _NUMBER_BY_NAME: dict[str, int] = {
     "HUP": 1,
     "INT": 2,

@@ -1,7 +1,7 @@
 """Session spec: normalize (fill defaults), then validate, producing the echoed form.
 
 The normalized spec is a plain JSON-ready dict in the reference's field order with
-zero-valued optionals omitted (contract §2.4). Two specs are equal for idempotency
+zero-valued optionals omitted (the echoed spec). Two specs are equal for idempotency
 exactly when their normalized dicts are equal.
 """
 from __future__ import annotations
@@ -223,7 +223,3 @@ EXECUTION_FIELDS = ("command", "cwd", "env", "io", "readiness")
 def execution_changed(old: dict, new: dict) -> bool:
     return any(old.get(key) != new.get(key) for key in EXECUTION_FIELDS)
 
-
-def with_desired_state(spec: dict, state: str) -> dict:
-    lifecycle = dict(spec["lifecycle"], desired_state=state)
-    return dict(spec, lifecycle=lifecycle)

@@ -1,4 +1,4 @@
-"""Sandbox webhooks (environments contract §6), pure: the config, the delivery body and its
+"""Sandbox webhooks (``config.webhook``), pure: the config, the delivery body and its
 signature, which record events become deliveries, and the retry schedule.
 
 The body is the bytes that are signed: ``{"event_id","event_type","timestamp","sandbox_id",

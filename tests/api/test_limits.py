@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.conftest import make_http
-from tests.helpers import TOKEN, all_events, output_bytes, wait_exited, claim_sandbox, create_session, err, ok, spath, wait_for, \
+from tests.helpers import TOKEN, all_events, output_bytes, run_to_exit, wait_exited, claim_sandbox, create_session, err, ok, spath, wait_for, \
     write_input
 from tests.serverproc import ServerProcess
 
@@ -58,6 +58,23 @@ def test_a_context_command_or_variable_over_the_kernels_one_string_limit_is_a_40
     body = err(http.post(url, json={"type": "cmd", "cmd": {"command": ["/bin/true"]},
                                     "env_vars": {"X": "x" * (128 * 1024)}}), 400)
     assert "131071 bytes" in body["message"]
+
+
+def test_variables_setenv_cannot_export_are_dropped_at_launch_and_the_session_still_starts(http):
+    # Keys that are empty or hold '=' (the sandbox's env_vars as well as the spec's): bwrap's
+    # setenv refuses them, which used to end every launch in that sandbox before its command.
+    claimed = ok(http.post("/api/v1/sandboxes", json={"template": "default", "config": {
+        "env_vars": {"A=B": "sandbox", " ": "blank", "FROM_SANDBOX": "1"}}}), 201, allow_nulls=True)
+    sb = claimed["sandbox_id"]
+    try:
+        exited, out = run_to_exit(http, sb, ["/bin/sh", "-c", 'echo "$FROM_SANDBOX"; env | grep -c "^A=B" || true'])
+        assert exited["exit_code"] == 0 and exited.get("reason") != "start_failed", exited
+        assert out == b"1\n0\n"
+        sid = create_session(http, sb, {"command": ["/bin/sh", "-c", 'echo "$OK"'], "env": {"X=Y": "1", "OK": "2"}})["id"]
+        assert wait_exited(http, sb, sid, 30)["exit_code"] == 0
+        assert output_bytes(all_events(http, sb, sid)) == b"2\n"
+    finally:
+        http.delete(f"/api/v1/sandboxes/{sb}")
 
 
 def test_a_50_mb_name_is_refused_and_the_list_stays_small(http, sandbox_id):

@@ -54,13 +54,13 @@ async def resume_with_journal(events: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         async with started(Path(tmp)) as manager:
             sandbox = await manager.claim("default", {})
-            service = manager.service_for(sandbox.id)
-            session, _ = await commands.create_session(service, {"command": ["sleep", "600"]}, "")
+            runtime = manager.runtime_for(sandbox.id)
+            session, _ = await commands.create_session(runtime, {"command": ["sleep", "600"]}, "")
             for start in range(0, events, 1000):  # batches: one aggregate never holds 100k pending
                 for _ in range(min(1000, events - start)):
                     session.record_output("stdout", b"x" * 64, manager.clock.now_ns())
-                service.pipeline.stage(service.store, session)
-                await service.pipeline.flush()
+                runtime.pipeline.stage(runtime.store, session)
+                await runtime.pipeline.flush()
             await manager.pause(sandbox.id)
             t = time.perf_counter()
             await manager.resume(sandbox.id)

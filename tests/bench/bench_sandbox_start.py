@@ -7,7 +7,7 @@ the shared VM hits them alike:
 
 - host: no sandbox (the floor);
 - bwrap before: the runtime as it was before issue 11 (root, shared user/IPC/UTS, no
-  cgroups, no seccomp), i.e. ``BwrapRuntime`` without hardening;
+  cgroups, no seccomp), i.e. ``BubblewrapLauncher`` without hardening;
 - bwrap hardened: per-sandbox uid, cgroups, seccomp, private mount ns staging (the
   server's runtime now).
 """
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from session_supervisor.infra.pipe_runner import PipeRunner
-from session_supervisor.infra.runtime import BwrapRuntime, HostRuntime, detect_runtime
+from session_supervisor.infra.bubblewrap import BubblewrapLauncher, HostLauncher, detect_launcher
 
 from .common import Report, percentile
 
@@ -43,8 +43,8 @@ async def _start_once(bound, workspace: str, attempt: str) -> float:
 
 
 async def _measure(work: Path, rounds: int) -> dict[str, list[float]]:
-    hardened = detect_runtime("bwrap", work_dir=str(work / "runtime"))
-    variants = {"host": HostRuntime(), "bwrap before": BwrapRuntime(hardened._bwrap, hardened._env),
+    hardened = detect_launcher("bwrap", work_dir=str(work / "runtime"))
+    variants = {"host": HostLauncher(), "bwrap before": BubblewrapLauncher(hardened._bwrap, hardened._env),
                 "bwrap hardened": hardened}
     bound = {}
     for name, runtime in variants.items():

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fcntl
 import io
-import json
 import os
 import shutil
 import subprocess
@@ -105,7 +104,3 @@ def escaping_archive(tmp: Path) -> Path:
 def os_release(text: str) -> dict:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
-
-def manifest_json(path: Path) -> dict:
-    with tarfile.open(path) as tar:
-        return json.load(tar.extractfile("./index.json"))

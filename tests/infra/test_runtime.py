@@ -9,27 +9,27 @@ import pytest
 from session_supervisor.domain.ports import ExitStatus, TerminalSize
 from session_supervisor.infra.pipe_runner import PipeRunner
 from session_supervisor.infra.pty_runner import PtyRunner
-from session_supervisor.infra.runtime import (
-    BwrapRuntime,
-    HostRuntime,
-    RuntimeUnavailableError,
-    build_env,
-    detect_runtime,
+from session_supervisor.domain.model.env import build_env
+from session_supervisor.infra.bubblewrap import (
+    BubblewrapLauncher,
+    HostLauncher,
+    LauncherUnavailableError,
+    detect_launcher,
 )
 from tests.infra.conftest import Capture, base_env, running
 
 
-def _bwrap_or_skip() -> BwrapRuntime:
+def _bwrap_or_skip() -> BubblewrapLauncher:
     try:
-        runtime = detect_runtime("bwrap")
-    except RuntimeUnavailableError as exc:
+        runtime = detect_launcher("bwrap")
+    except LauncherUnavailableError as exc:
         pytest.skip(str(exc))
-    assert isinstance(runtime, BwrapRuntime)
+    assert isinstance(runtime, BubblewrapLauncher)
     return runtime
 
 
 @pytest.fixture
-def bwrap() -> BwrapRuntime:
+def bwrap() -> BubblewrapLauncher:
     return _bwrap_or_skip()
 
 
@@ -79,7 +79,7 @@ def test_term_is_left_alone_without_a_terminal():
     ],
 )
 def test_host_runtime_maps_workspace_paths_onto_the_workspace_dir(cwd, expected):
-    launch = HostRuntime().launch("/srv/ws", ["true"], cwd, {"A": "1"}, None)
+    launch = HostLauncher().launch("/srv/ws", ["true"], cwd, {"A": "1"}, None)
     assert launch.cwd == expected.format(ws="/srv/ws")
     assert launch.argv == ["true"]
     assert launch.env == {"A": "1"}
@@ -88,12 +88,12 @@ def test_host_runtime_maps_workspace_paths_onto_the_workspace_dir(cwd, expected)
 
 def test_host_runtime_reports_exits_unchanged():
     status = ExitStatus(exit_code=137)
-    assert HostRuntime().translate_exit(status) is status
+    assert HostLauncher().translate_exit(status) is status
 
 
 def test_an_unknown_runtime_name_is_refused():
     with pytest.raises(ValueError, match="unknown sandbox runtime"):
-        detect_runtime("docker")
+        detect_launcher("docker")
 
 
 # -- bubblewrap --------------------------------------------------------------
@@ -113,11 +113,11 @@ def test_an_unknown_runtime_name_is_refused():
     ],
 )
 def test_bwrap_exit_codes_above_128_become_signal_deaths(status, expected):
-    assert BwrapRuntime().translate_exit(status) == expected
+    assert BubblewrapLauncher().translate_exit(status) == expected
 
 
 def test_bwrap_launch_runs_bwrap_from_the_workspace_with_the_given_env():
-    launch = BwrapRuntime("/usr/bin/bwrap").launch("/srv/ws", ["ls", "-l"], "sub", {"A": "1"}, TerminalSize(24, 80))
+    launch = BubblewrapLauncher("/usr/bin/bwrap").launch("/srv/ws", ["ls", "-l"], "sub", {"A": "1"}, TerminalSize(24, 80))
     assert "/usr/bin/bwrap" in launch.argv
     assert launch.argv[-2:] == ["ls", "-l"]
     assert launch.cwd == "/srv/ws"
@@ -191,7 +191,7 @@ def test_under_bwrap_a_signal_death_is_reported_as_a_signal(run, bwrap, workspac
 
 def test_under_bwrap_a_terminal_works_and_hang_up_reads_as_end_of_input(run, bwrap, workspace):
     # The session leader is the outer bwrap, which ignores SIGHUP (see
-    # infra.runtime), so the kernel's hang-up SIGHUP stops there and the
+    # infra.bubblewrap), so the kernel's hang-up SIGHUP stops there and the
     # command sees end-of-input (or EIO: cat then exits 0 or 1) instead; on
     # the host it would die of SIGHUP.
     launch = bwrap.launch(str(workspace), ["sh", "-c", "stty size; echo ready; exec cat"], "", base_env(), TerminalSize(30, 90))
@@ -210,7 +210,7 @@ def test_under_bwrap_a_terminal_works_and_hang_up_reads_as_end_of_input(run, bwr
 
 
 def test_bwrap_launch_only_binds_system_dirs_that_exist():
-    argv = BwrapRuntime().launch("/srv/ws", ["true"], "", {}, None).argv
+    argv = BubblewrapLauncher().launch("/srv/ws", ["true"], "", {}, None).argv
     for flag, source in zip(argv, argv[1:]):
         if flag == "--ro-bind":
             assert os.path.isdir(source)

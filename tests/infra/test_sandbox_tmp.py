@@ -1,7 +1,7 @@
 """The sandbox's /tmp: a directory on its rootfs bound by bwrap (a tmpfs for older sandboxes)."""
 from __future__ import annotations
 
-from session_supervisor.infra.runtime import BwrapRuntime, sandbox_tmp_dir
+from session_supervisor.infra.bubblewrap import BubblewrapLauncher, sandbox_tmp_dir
 from session_supervisor.infra.sandbox_dirs import SandboxDirectories
 
 
@@ -19,7 +19,7 @@ def test_bwrap_binds_the_sandbox_tmp_or_falls_back_to_a_tmpfs(tmp_path):
     (tmp_path / "new" / "workspace").mkdir(parents=True)
     (tmp_path / "new" / "tmp").mkdir()
     (tmp_path / "old" / "workspace").mkdir(parents=True)
-    runtime = BwrapRuntime("/usr/bin/bwrap")
+    runtime = BubblewrapLauncher("/usr/bin/bwrap")
     argv = runtime.launch(str(tmp_path / "new" / "workspace"), ["true"], "", {}, None).argv
     at = argv.index("/tmp") - 2
     assert argv[at:at + 3] == ["--bind", str(tmp_path / "new" / "tmp"), "/tmp"] and "--tmpfs" not in argv

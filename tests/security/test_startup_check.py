@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from session_supervisor.domain.ports import ExitStatus
-from session_supervisor.infra.runtime import detect_runtime
+from session_supervisor.infra.bubblewrap import detect_launcher
 from tests.serverproc import REPO_ROOT, free_port
 
 
@@ -36,21 +36,21 @@ def test_serve_refuses_a_host_without_the_launch_tools_and_names_them(tmp_path):
 
 
 def test_the_check_passes_here_and_starts_one_trial_sandbox(tmp_path):
-    runtime = detect_runtime("bwrap", work_dir=str(tmp_path))
+    runtime = detect_launcher("bwrap", work_dir=str(tmp_path))
     assert runtime.hardening is not None
     assert os.path.getsize(runtime.hardening.seccomp_program) > 0
     assert not any(p.name.startswith("check-") for p in tmp_path.iterdir())  # the trial cleaned up
 
 
 def test_the_pids_cap_is_configurable(tmp_path):
-    runtime = detect_runtime("bwrap", work_dir=str(tmp_path / "rt"), pids_max=64)
+    runtime = detect_launcher("bwrap", work_dir=str(tmp_path / "rt"), pids_max=64)
     workspace = tmp_path / "sandboxes" / "sb-pids" / "workspace"
     workspace.mkdir(parents=True)
     bound = runtime.isolate("sb-pids", str(workspace), {})
     try:
-        if bound.isolation.cgroup is None or "pids" not in bound.isolation.cgroup.dirs:
+        if bound.confinement.cgroup is None or "pids" not in bound.confinement.cgroup.dirs:
             pytest.skip("no pids cgroup controller here")
-        with open(os.path.join(bound.isolation.cgroup.dirs["pids"], "pids.max")) as f:
+        with open(os.path.join(bound.confinement.cgroup.dirs["pids"], "pids.max")) as f:
             assert f.read().strip() == "64"
     finally:
         bound.release()
@@ -61,7 +61,7 @@ def test_a_sandbox_joins_the_network_namespace_its_owner_names(tmp_path):
     if subprocess.run(["ip", "netns", "add", name], capture_output=True).returncode != 0:
         pytest.skip("cannot create a network namespace here")
     try:
-        runtime = detect_runtime("bwrap", work_dir=str(tmp_path / "rt"))
+        runtime = detect_launcher("bwrap", work_dir=str(tmp_path / "rt"))
         runtime.netns_for = lambda sandbox_id: f"/run/netns/{name}"
         workspace = tmp_path / "sandboxes" / "sb-net" / "workspace"
         workspace.mkdir(parents=True)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from session_supervisor.infra.isolation import UID_BASE, sandbox_uid
+from session_supervisor.infra.confinement import UID_BASE, sandbox_uid
 
 
 def test_an_old_root_owned_workspace_is_handed_over_but_hard_links_stay_untouched(tmp_path):

@@ -45,7 +45,7 @@ def test_sessions_loaded_after_a_restart_are_swept_too(tmp_path):
         await world.advance(9.75)
         assert world.session("a").phase == "running"
         await world.advance(0.25)
-        session = world.service.session(session_id)
+        session = world.runtime.session(session_id)
         assert (session.phase, session.attempt["reason"]) == ("stopped", "session_expired")
         assert session.attempt["number"] == 2  # attempt 2 came from runtime recovery
     in_world(tmp_path, body)
@@ -53,9 +53,9 @@ def test_sessions_loaded_after_a_restart_are_swept_too(tmp_path):
 
 def test_releasing_the_runtime_stops_the_sweep(tmp_path):
     async def body(world):
-        sweep = world.service.expiry
+        sweep = world.runtime.expiry
         assert sweep.running
-        await world.service.release()
+        await world.runtime.release()
         await asyncio.sleep(0)
         assert not sweep.running
         sweep.start()  # the next runtime starts it again
@@ -68,7 +68,7 @@ def test_input_just_before_the_deadline_postpones_an_idle_expiry(tmp_path):
         session = await create(world, "a", lifecycle={"idle_timeout_seconds": 2})
         await world.advance(1.75)
         body_ = {"input_id": "i1", "data_base64": "aGkK"}
-        await commands.write_input(world.service.io, session.id, body_)
+        await commands.write_input(world.runtime.io, session.id, body_)
         await world.advance(1.75)
         assert session.phase == "running"
         await world.advance(0.25)

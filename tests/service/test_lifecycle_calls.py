@@ -13,7 +13,7 @@ from tests.service.worlds import create, in_world, journal_types
 def test_concurrent_replacements_run_one_after_the_other_and_never_two_processes(tmp_path):
     async def body(world):
         session = await create(world, "a")
-        calls = [commands.create_attempt(world.service, session.id, {"replace_current": True}) for _ in range(3)]
+        calls = [commands.create_attempt(world.runtime, session.id, {"replace_current": True}) for _ in range(3)]
         await asyncio.gather(*calls)
         await world.settle()
         assert [a["number"] for a in session.attempts] == [1, 2, 3, 4]
@@ -26,9 +26,9 @@ def test_a_call_waiting_behind_a_delete_finds_the_session_gone(tmp_path):
     async def body(world):
         session = await create(world, "a", lifecycle={"stop_grace_period_seconds": 5})
         world.process("a").ignore(15)
-        deleting = asyncio.ensure_future(world.service.lifecycle.delete_session(session.id))
+        deleting = asyncio.ensure_future(world.runtime.lifecycle.delete_session(session.id))
         await world.settle()
-        updating = asyncio.ensure_future(commands.set_desired_state(world.service, session.id, {"state": "running"}))
+        updating = asyncio.ensure_future(commands.set_desired_state(world.runtime, session.id, {"state": "running"}))
         await world.advance(5)
         await deleting
         with pytest.raises(SessionNotFoundError):
@@ -41,7 +41,7 @@ def test_a_new_attempt_while_one_runs_conflicts_and_changes_nothing(tmp_path):
     async def body(world):
         session = await create(world, "a")
         with pytest.raises(AttemptRunningError):
-            await commands.create_attempt(world.service, session.id, {})
+            await commands.create_attempt(world.runtime, session.id, {})
         assert (session.spec_version, len(session.attempts)) == (1, 1)
     in_world(tmp_path, body)
 
@@ -51,9 +51,9 @@ def test_create_answers_with_a_failed_start_recorded_and_other_calls_raise_after
         world.runner.fail_next(1, "exec: no such file")
         session = await create(world, "a")
         assert (session.phase, session.attempt["reason"]) == ("failed", "start_failed")
-        for call in (lambda: commands.set_desired_state(world.service, session.id, {"state": "running"}),
-                     lambda: commands.create_attempt(world.service, session.id, {}),
-                     lambda: commands.update_session(world.service, session.id, {"command": ["other"]})):
+        for call in (lambda: commands.set_desired_state(world.runtime, session.id, {"state": "running"}),
+                     lambda: commands.create_attempt(world.runtime, session.id, {}),
+                     lambda: commands.update_session(world.runtime, session.id, {"command": ["other"]})):
             world.runner.fail_next(1, "exec: no such file")
             with pytest.raises(OperationFailedError, match="no such file"):
                 await call()
@@ -68,7 +68,7 @@ def test_desired_running_during_backoff_starts_once_and_the_timer_does_not_start
         world.process("a").exit(1)
         await world.settle()
         assert session.phase == "backoff"
-        await commands.set_desired_state(world.service, session.id, {"state": "running"})
+        await commands.set_desired_state(world.runtime, session.id, {"state": "running"})
         await world.advance(10)
         assert [a["number"] for a in session.attempts] == [1, 2]
         assert session.attempt["id"] and session.phase == "running"
@@ -80,7 +80,7 @@ def test_stop_during_backoff_cancels_the_restart(tmp_path):
         session = await create(world, "a", lifecycle={"restart": {"policy": "always"}})
         world.process("a").exit(0)
         await world.settle()
-        await commands.set_desired_state(world.service, session.id, {"state": "stopped"})
+        await commands.set_desired_state(world.runtime, session.id, {"state": "stopped"})
         await world.advance(10)
         assert (session.phase, len(session.attempts)) == ("stopped", 1)
     in_world(tmp_path, body)
@@ -94,15 +94,15 @@ def test_a_slow_stop_of_one_session_does_not_hold_up_calls_on_another(tmp_path):
         other = await create(world, "other")
         world.process("slow").ignore(15)
         world.process("other").ignore(10)  # USR1 below is only there to be journaled
-        stopping = asyncio.ensure_future(commands.set_desired_state(world.service, slow.id, {"state": "stopped"}))
+        stopping = asyncio.ensure_future(commands.set_desired_state(world.runtime, slow.id, {"state": "stopped"}))
         await world.settle()
-        svc = world.service
-        await commands.write_input(svc.io, other.id, {"input_id": "i1", "data_base64": "aGkK"})
-        await commands.send_signal(svc.io, other.id, {"signal": "USR1"})
-        await svc.journal.events_page(other.id, 0, 100)
-        await commands.create_attempt(svc, other.id, {"replace_current": True})
-        await commands.update_session(svc, other.id, {"command": ["worker"], "name": "renamed"})
-        assert svc.session(other.id).attempt["number"] == 2
+        runtime = world.runtime
+        await commands.write_input(runtime.io, other.id, {"input_id": "i1", "data_base64": "aGkK"})
+        await commands.send_signal(runtime.io, other.id, {"signal": "USR1"})
+        await runtime.journal.events_page(other.id, 0, 100)
+        await commands.create_attempt(runtime, other.id, {"replace_current": True})
+        await commands.update_session(runtime, other.id, {"command": ["worker"], "name": "renamed"})
+        assert runtime.session(other.id).attempt["number"] == 2
         assert not stopping.done() and slow.phase == "stopping"
         await world.advance(30)
         await stopping
@@ -120,7 +120,7 @@ def test_restart_count_survives_a_server_restart(tmp_path):
         await world.drop(clean=True)
         await world.rebuild()
         await world.settle()
-        session = world.service.session(session_id)
+        session = world.runtime.session(session_id)
         assert (session.restart_count, session.phase) == (2, "running")
     in_world(tmp_path, body)
 
@@ -128,10 +128,10 @@ def test_restart_count_survives_a_server_restart(tmp_path):
 def test_delete_removes_the_stored_journal(tmp_path):
     async def body(world):
         session = await create(world, "a")
-        store = world.service.store
+        store = world.runtime.store
         assert await asyncio.to_thread(store.read_records, session.id, 0, 10**6, 1000)
-        await world.service.lifecycle.delete_session(session.id)
+        await world.runtime.lifecycle.delete_session(session.id)
         assert await asyncio.to_thread(store.read_records, session.id, 0, 10**6, 1000) == []
         with pytest.raises(SessionNotFoundError):
-            world.service.session(session.id)
+            world.runtime.session(session.id)
     in_world(tmp_path, body)

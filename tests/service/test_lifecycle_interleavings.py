@@ -56,7 +56,7 @@ async def one_round(manager, sandbox_id: str, rng: random.Random, tally: dict) -
     for task, gives_up in zip(tasks, abandon):
         if gives_up:
             task.cancel()
-    for op, task, gave_up in zip(ops, tasks, abandon):
+    for op, task in zip(ops, tasks):
         try:
             await task
         except asyncio.CancelledError:
@@ -81,9 +81,9 @@ def test_random_interleavings_of_lifecycle_calls_keep_every_acknowledged_change(
         async def body():
             async with started(data) as manager:
                 sandbox = await manager.claim("default", {})
-                service = manager.service_for(sandbox.id)
+                runtime = manager.runtime_for(sandbox.id)
                 for _ in range(2):
-                    await commands.create_session(service, SLEEP, "")
+                    await commands.create_session(runtime, SLEEP, "")
                 ops = 0
                 while ops < OPS_PER_SEED:
                     await one_round(manager, sandbox.id, rng, tally)

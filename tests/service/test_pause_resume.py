@@ -67,13 +67,13 @@ def store_shape(db) -> tuple[dict, dict]:
 
 async def new_sandbox(manager, sessions: int):
     sandbox = await manager.claim("default", {})
-    service = manager.service_for(sandbox.id)
-    ids = [(await commands.create_session(service, SLEEP, ""))[0].id for _ in range(sessions)]
+    runtime = manager.runtime_for(sandbox.id)
+    ids = [(await commands.create_session(runtime, SLEEP, ""))[0].id for _ in range(sessions)]
     return sandbox.id, ids
 
 
 def pids_of(manager, sandbox_id: str, ids) -> list[int]:
-    sessions = manager.service_for(sandbox_id).store.sessions
+    sessions = manager.runtime_for(sandbox_id).store.sessions
     return [sessions[sid].attempt["pid"] for sid in ids]
 
 
@@ -95,7 +95,7 @@ def test_a_hundred_pause_resume_cycles_of_twenty_sessions_keep_every_attempt_and
                 await manager.resume(sb)
                 resume_s.append(time.perf_counter() - started_at)
             assert manager.sandbox(sb).runtime_generation == cycles + 1
-            store = manager.service_for(sb).store
+            store = manager.runtime_for(sb).store
             for sid in ids:
                 records = await asyncio.to_thread(store.read_records, sid, 0,
                                                   store.committed_seq[sid], 10**6, True)
@@ -164,14 +164,14 @@ def test_a_freeze_that_does_not_commit_is_thawed_on_the_same_attempt(tmp_path):
     async def body():
         async with started(tmp_path) as manager:
             sb, ids = await new_sandbox(manager, 1)
-            service = manager.service_for(sb)
-            session = service.store.sessions[ids[0]]
+            runtime = manager.runtime_for(sb)
+            session = runtime.store.sessions[ids[0]]
             pid, attempt = session.attempt["pid"], session.attempt_id
-            frozen = service.freeze(manager.clock.now_ns())
-            await service.pipeline.flush()
+            frozen = runtime.freeze(manager.clock.now_ns())
+            await runtime.pipeline.flush()
             await wait_until(lambda: process_state(pid) == "T")
             assert session.phase == "paused"
-            await service.thaw(frozen, manager.clock.now_ns())
+            await runtime.thaw(frozen, manager.clock.now_ns())
             await wait_until(lambda: process_state(pid) in ("S", "R"))
             assert (session.phase, session.attempt_id) == ("running", attempt)
             os_kill_group(pid)
@@ -191,7 +191,7 @@ def test_a_user_paused_sandbox_found_at_start_stays_paused_and_its_old_processes
     async def first():
         async with started(tmp_path) as manager:
             sb, ids = await new_sandbox(manager, 2)
-            attempts = [manager.service_for(sb).store.sessions[sid].attempt for sid in ids]
+            attempts = [manager.runtime_for(sb).store.sessions[sid].attempt for sid in ids]
             await manager.pause(sb)
             return sb, sorted((a["pid"], a["start_time"]) for a in attempts)
 

@@ -31,7 +31,7 @@ def spec(**fields) -> dict:
 
 
 async def create(world: World, name: str, **fields):
-    session, _created = await commands.create_session(world.service, spec(**fields), "")
+    session, _created = await commands.create_session(world.runtime, spec(**fields), "")
     world.names[name] = session.id
     await world.settle()
     return session

@@ -1,17 +1,17 @@
-"""Sandbox runtimes: turn (workspace, argv, cwd, env, terminal) into a Launch.
+"""Sandbox launchers: turn (workspace, argv, cwd, env, terminal) into a Launch.
 
-``runtime.isolate(sandbox_id, workspace, config)`` gives each sandbox its own
-``BoundRuntime``; under the hardened bubblewrap runtime that carries a
-``SandboxIsolation`` (unprivileged host uid, cgroups and limits, optional network
+``launcher.isolate(sandbox_id, workspace, config)`` gives each sandbox its own
+``BoundLauncher``; under the hardened bubblewrap launcher that carries a
+``SandboxConfinement`` (unprivileged host uid, cgroups and limits, optional network
 namespace), so every process of the sandbox is started the same way: see ``infra.launch_chain``.
 
 The session spec speaks of paths inside the sandbox (``/workspace/...``); a
-runtime maps them onto the host and, for bubblewrap, wraps argv so the
+launcher maps them onto the host and, for bubblewrap, wraps argv so the
 process only sees the workspace plus a read-only system.
 
 Exit codes under bubblewrap: bwrap runs the command as a child and exits with
 the child's code, so a command killed by signal N makes bwrap exit *normally*
-with 128+N. ``BwrapRuntime.translate_exit`` turns 129..192 back into a signal
+with 128+N. ``BubblewrapLauncher.translate_exit`` turns 129..192 back into a signal
 death, as the Go service reports it (exit_code -1). The cost is that a
 command which itself exits with, say, 137 is reported as killed; the contract
 already treats 137 as "killed", so that is accepted.
@@ -38,12 +38,11 @@ import signal
 import subprocess
 import tempfile
 import time
-from typing import Callable, Mapping
+from typing import Callable
 
-from session_supervisor.domain.model.env import build_env  # noqa: F401  (its tests import it from here)
 from session_supervisor.domain.ports import ExitStatus, Launch, TerminalSize
 
-from .isolation import DEFAULT_PIDS_MAX, SandboxIsolation, limits_for, sandbox_uid
+from .confinement import DEFAULT_PIDS_MAX, SandboxConfinement, limits_for, sandbox_uid
 from .sandbox_tmp import sandbox_tmp_dir
 from . import start_check
 from .launch_chain import CHAIN_PATH, Hardening, chain_argv
@@ -63,8 +62,8 @@ _SHIELDED_SIGNALS = "HUP,INT,QUIT,USR1,USR2,PIPE,ALRM,TERM"
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/libx32", "/lib64", "/opt", "/etc")
 
 
-class RuntimeUnavailableError(RuntimeError):
-    """The requested sandbox runtime cannot run on this host."""
+class LauncherUnavailableError(RuntimeError):
+    """The requested sandbox launcher (``--runtime``) cannot run on this host."""
 
 
 def sandbox_path(cwd: str) -> str:
@@ -74,14 +73,14 @@ def sandbox_path(cwd: str) -> str:
     return posixpath.normpath(posixpath.join(WORKSPACE, cwd))  # relative = under /workspace
 
 
-class HostRuntime:
-    """No isolation: /workspace is just an alias for the workspace directory."""
+class HostLauncher:
+    """No confinement: /workspace is just an alias for the workspace directory."""
 
     name = "host"
     hardening = None
 
-    def isolate(self, sandbox_id: str, workspace_dir: str, config: dict) -> "BoundRuntime":
-        return BoundRuntime(self, None)
+    def isolate(self, sandbox_id: str, workspace_dir: str, config: dict) -> "BoundLauncher":
+        return BoundLauncher(self, None)
 
     def launch(
         self,
@@ -100,10 +99,10 @@ class HostRuntime:
         return status
 
 
-class BwrapRuntime:
+class BubblewrapLauncher:
     """bubblewrap: read-only system, the workspace bound at /workspace, own namespaces.
 
-    With ``hardening`` and a ``SandboxIsolation`` the process also runs as the sandbox's
+    With ``hardening`` and a ``SandboxConfinement`` the process also runs as the sandbox's
     unprivileged uid (root only inside its user namespace), in its cgroups, under seccomp.
     """
 
@@ -121,19 +120,19 @@ class BwrapRuntime:
         # image digest -> its unpacked rootfs (infra.images), set when there is an image store.
         self.image_rootfs: Callable[[str], str] | None = None
 
-    def isolate(self, sandbox_id: str, workspace_dir: str, config: dict) -> "BoundRuntime":
+    def isolate(self, sandbox_id: str, workspace_dir: str, config: dict) -> "BoundLauncher":
         hard = self.hardening
         if hard is None:
-            return BoundRuntime(self, None)
+            return BoundLauncher(self, None)
         uid = sandbox_uid(sandbox_id, workspace_dir) if hard.as_root else None
         limits = limits_for(config, hard.pids_max)
         cgroup = hard.cgroups.create(sandbox_id, limits) if hard.cgroups is not None else None
         netns = self.netns_for(sandbox_id) if self.netns_for is not None else None
-        isolation = SandboxIsolation(sandbox_id, uid, limits, cgroup, netns_path=netns, workspace_dir=workspace_dir)
+        confinement = SandboxConfinement(sandbox_id, uid, limits, cgroup, netns_path=netns, workspace_dir=workspace_dir)
         image = (config.get("rootfs") or {}).get("image")
         if image and self.image_rootfs is not None and uid is not None:
             try:
-                isolation.rootfs = mount_rootfs(workspace_dir, self.image_rootfs(image), uid)
+                confinement.rootfs = mount_rootfs(workspace_dir, self.image_rootfs(image), uid)
             except BaseException:
                 if cgroup is not None:
                     cgroup.remove()
@@ -141,7 +140,7 @@ class BwrapRuntime:
         elif image:
             log.warning("sandbox %s: image %s needs the server to run as root; it runs on the host's "
                         "system", sandbox_id, image)
-        return BoundRuntime(self, isolation)
+        return BoundLauncher(self, confinement)
 
     def launch(
         self,
@@ -151,16 +150,16 @@ class BwrapRuntime:
         env: dict[str, str],
         terminal: TerminalSize | None,
         *,
-        isolation: SandboxIsolation | None = None,
+        confinement: SandboxConfinement | None = None,
         attempt_id: str = "",
     ) -> Launch:
         hard = self.hardening
-        if isolation is not None and self.netns_for is not None:
+        if confinement is not None and self.netns_for is not None:
             # Looked up per launch: a sandbox's network is attached after its runtime is
             # isolated (domain/networks.py), and it is replaced with each runtime generation.
-            isolation.netns_path = self.netns_for(isolation.sandbox_id)
+            confinement.netns_path = self.netns_for(confinement.sandbox_id)
         command = [self._env, f"--default-signal={_SHIELDED_SIGNALS}"]
-        if hard is None or isolation is None:
+        if hard is None or confinement is None:
             bind = ["--bind", workspace_dir, WORKSPACE, *tmp_binds(workspace_dir)]
             prefix: list[str] = []
             outer_env = dict(env)
@@ -169,10 +168,10 @@ class BwrapRuntime:
             tmp = sandbox_tmp_dir(workspace_dir)  # staged like the workspace: see launch_chain
             bind = ["--bind", hard.stage_dir, WORKSPACE, "--args", "12",
                     *(["--bind", hard.stage_tmp_dir, "/tmp"] if tmp else ["--tmpfs", "/tmp"])]
-            for name, point, read_only in isolation.mounts:  # volumes (infra.volume_binding), parents first
+            for name, point, read_only in confinement.mounts:  # volumes (infra.volume_binding), parents first
                 bind += ["--ro-bind" if read_only else "--bind", f"{hard.stage_mounts_dir}/{name}", point]
-            env_file = hard.write_env(isolation.sandbox_id, attempt_id, env)
-            prefix = chain_argv(hard, isolation, workspace_dir, attempt_id, env_file)
+            env_file = hard.write_env(confinement.sandbox_id, attempt_id, env)
+            prefix = chain_argv(hard, confinement, workspace_dir, attempt_id, env_file)
             outer_env = {"PATH": CHAIN_PATH}
             # The cwd and argv[0] are checked inside, where they have to exist: start_check.
             chdir, command = "/", [*command, *start_check.exec_argv(sandbox_path(cwd), argv)]
@@ -180,8 +179,8 @@ class BwrapRuntime:
             *prefix,
             self._env, f"--ignore-signal={_SHIELDED_SIGNALS}",
             self._bwrap,
-            *(self._namespace_args(isolation) if hard else []),
-            *(self._rootfs_args(hard) if isolation is not None and isolation.rootfs else self._system_args),
+            *(self._namespace_args(confinement) if hard else []),
+            *(self._rootfs_args(hard) if confinement is not None and confinement.rootfs else self._system_args),
             "--dir", WORKSPACE,
             *bind,
             "--dev", "/dev",
@@ -196,7 +195,7 @@ class BwrapRuntime:
         if not prefix:
             return Launch(argv=wrapped, cwd=workspace_dir, env=outer_env, terminal=terminal)
         return Launch(argv=wrapped, cwd=workspace_dir, env=outer_env, terminal=terminal, start_report=True,
-                      on_start_failed=lambda: self._forget_attempt(isolation, attempt_id))
+                      on_start_failed=lambda: self._forget_attempt(confinement, attempt_id))
 
     @staticmethod
     def _rootfs_args(hard: Hardening) -> list[str]:
@@ -205,85 +204,85 @@ class BwrapRuntime:
         return ["--bind", hard.stage_root_dir, "/", "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
 
     @staticmethod
-    def _namespace_args(isolation: SandboxIsolation | None) -> list[str]:
+    def _namespace_args(confinement: SandboxConfinement | None) -> list[str]:
         # No --disable-userns: it nests a second user namespace, so uid_map would read "0 0 1"
         # inside; seccomp refuses new namespaces instead.
         args = ["--unshare-user", "--uid", "0", "--gid", "0",
                 "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL"]
-        if isolation is not None:
-            args += ["--hostname", isolation.sandbox_id, "--seccomp", "10"]
+        if confinement is not None:
+            args += ["--hostname", confinement.sandbox_id, "--seccomp", "10"]
         return args
 
-    def translate_exit(self, status: ExitStatus, *, isolation: SandboxIsolation | None = None,
+    def translate_exit(self, status: ExitStatus, *, confinement: SandboxConfinement | None = None,
                        attempt_id: str = "") -> ExitStatus:
         code = status.exit_code
         if status.signal is None and code is not None:
             if _SIGNAL_EXIT_BASE < code <= _SIGNAL_EXIT_BASE + _MAX_SIGNAL:
                 status = ExitStatus(exit_code=-1, signal=code - _SIGNAL_EXIT_BASE)
         killed = 0
-        if isolation is not None and isolation.cgroup is not None and attempt_id:
-            killed = isolation.cgroup.oom_kills(attempt_id)
-        self._forget_attempt(isolation, attempt_id)
+        if confinement is not None and confinement.cgroup is not None and attempt_id:
+            killed = confinement.cgroup.oom_kills(attempt_id)
+        self._forget_attempt(confinement, attempt_id)
         if killed and status.signal == signal.SIGKILL:
             status = ExitStatus(exit_code=status.exit_code, signal=status.signal, reason=OOM_KILLED)
         return status
 
-    def _forget_attempt(self, isolation: SandboxIsolation | None, attempt_id: str) -> None:
+    def _forget_attempt(self, confinement: SandboxConfinement | None, attempt_id: str) -> None:
         """The attempt's environment file and its cgroup: what ``launch`` made for it."""
-        if isolation is not None and self.hardening is not None:
-            self.hardening.forget_env(isolation.sandbox_id, attempt_id)
-        if isolation is not None and isolation.cgroup is not None and attempt_id:
-            isolation.cgroup.forget_attempt(attempt_id)  # busy while the last tasks die: release() ends it
+        if confinement is not None and self.hardening is not None:
+            self.hardening.forget_env(confinement.sandbox_id, attempt_id)
+        if confinement is not None and confinement.cgroup is not None and attempt_id:
+            confinement.cgroup.forget_attempt(attempt_id)  # busy while the last tasks die: release() ends it
 
 
-class BoundRuntime:
-    """One sandbox's view of a runtime: every launch and exit carries its isolation."""
+class BoundLauncher:
+    """One sandbox's view of a launcher: every launch and exit carries its confinement."""
 
-    def __init__(self, runtime: "HostRuntime | BwrapRuntime", isolation: SandboxIsolation | None) -> None:
-        self.runtime = runtime
-        self.isolation = isolation
-        self.name = runtime.name
+    def __init__(self, launcher: "HostLauncher | BubblewrapLauncher", confinement: SandboxConfinement | None) -> None:
+        self.launcher = launcher
+        self.confinement = confinement
+        self.name = launcher.name
 
     def launch(self, workspace_dir: str, argv: list[str], cwd: str, env: dict[str, str],
                terminal: TerminalSize | None, attempt_id: str = "") -> Launch:
-        if self.isolation is None:
-            return self.runtime.launch(workspace_dir, argv, cwd, env, terminal)
-        return self.runtime.launch(workspace_dir, argv, cwd, env, terminal,
-                                   isolation=self.isolation, attempt_id=attempt_id)
+        if self.confinement is None:
+            return self.launcher.launch(workspace_dir, argv, cwd, env, terminal)
+        return self.launcher.launch(workspace_dir, argv, cwd, env, terminal,
+                                    confinement=self.confinement, attempt_id=attempt_id)
 
     def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus:
-        if self.isolation is None:
-            return self.runtime.translate_exit(status)
-        return self.runtime.translate_exit(status, isolation=self.isolation, attempt_id=attempt_id)
+        if self.confinement is None:
+            return self.launcher.translate_exit(status)
+        return self.launcher.translate_exit(status, confinement=self.confinement, attempt_id=attempt_id)
 
     def usage(self) -> dict[str, int]:
-        cgroup = self.isolation.cgroup if self.isolation else None
+        cgroup = self.confinement.cgroup if self.confinement else None
         return cgroup.usage() if cgroup is not None else {}
 
     def stats(self) -> dict[str, int]:
-        cgroup = self.isolation.cgroup if self.isolation else None
+        cgroup = self.confinement.cgroup if self.confinement else None
         return cgroup.stats() if cgroup is not None else {}
 
     def freeze(self, frozen: bool) -> None:
         """The pause hook's freeze: with a freezer cgroup no process escapes by forking or by
         living in another process group (a PTY shell's background jobs)."""
-        cgroup = self.isolation.cgroup if self.isolation else None
+        cgroup = self.confinement.cgroup if self.confinement else None
         if cgroup is not None:
             cgroup.freeze(frozen)
 
     def kill_all(self) -> None:
         """SIGKILL every task in the sandbox's cgroups, in one pass: frozen, killed, thawed, so
         the kills of a frozen sandbox (a pause) run at once instead of waiting for a thaw."""
-        cgroup = self.isolation.cgroup if self.isolation else None
+        cgroup = self.confinement.cgroup if self.confinement else None
         if cgroup is not None:
             cgroup.kill_all()
 
     def release(self) -> None:
         """The runtime is gone: kill anything left in its cgroups and remove them."""
-        hard = self.runtime.hardening
-        if hard is not None and self.isolation is not None:
-            hard.forget_all_env(self.isolation.sandbox_id)
-        cgroup = self.isolation.cgroup if self.isolation else None
+        hard = self.launcher.hardening
+        if hard is not None and self.confinement is not None:
+            hard.forget_all_env(self.confinement.sandbox_id)
+        cgroup = self.confinement.cgroup if self.confinement else None
         try:
             if cgroup is None:
                 return
@@ -292,11 +291,13 @@ class BoundRuntime:
                 if cgroup.remove():
                     return
                 time.sleep(0.02)  # killed tasks leave their cgroup a moment after the signal
-            log.warning("sandbox %s: cgroups still busy after the release", self.isolation.sandbox_id)
+            log.warning("sandbox %s: cgroups still busy after the release", self.confinement.sandbox_id)
         finally:
-            if self.isolation is not None and self.isolation.rootfs:  # after its processes are gone
-                unmount_rootfs(self.isolation.workspace_dir)
-                self.isolation.rootfs = None
+            if self.confinement is not None and self.confinement.rootfs:  # after its processes are gone
+                unmount_rootfs(self.confinement.workspace_dir)
+                self.confinement.rootfs = None
+
+
 def tmp_binds(workspace_dir: str) -> list[str]:
     tmp = sandbox_tmp_dir(workspace_dir)
     return ["--bind", tmp, "/tmp"] if tmp else ["--tmpfs", "/tmp"]
@@ -314,36 +315,35 @@ def _system_binds() -> list[str]:
     return args
 
 
+def detect_launcher(name: str, work_dir: str | None = None,
+                    pids_max: int = DEFAULT_PIDS_MAX, data_dir: str | None = None) -> HostLauncher | BubblewrapLauncher:
+    """Build the launcher called ``name`` (the ``--runtime`` flag: "host" or "bwrap"), checking it works here.
 
-def detect_runtime(name: str, work_dir: str | None = None,
-                   pids_max: int = DEFAULT_PIDS_MAX, data_dir: str | None = None) -> HostRuntime | BwrapRuntime:
-    """Build the runtime called ``name`` ("host" or "bwrap"), checking it works here.
-
-    "bwrap" is the hardened runtime: ``infra.isolation_check`` says precisely what the host
+    "bwrap" is the hardened launcher: ``infra.isolation_check`` says precisely what the host
     lacks, and starts one trial sandbox, before the server accepts any work. ``work_dir``
     holds the compiled seccomp program (a private temporary directory when not given).
     """
     if name == "host":
-        return HostRuntime()
+        return HostLauncher()
     if name != "bwrap":
         raise ValueError(f"unknown sandbox runtime {name!r} (expected 'host' or 'bwrap')")
     from . import isolation_check  # it builds on this module
 
     bwrap = shutil.which("bwrap")
     if bwrap is None:
-        raise RuntimeUnavailableError("sandbox runtime 'bwrap' requested but bwrap is not on PATH")
+        raise LauncherUnavailableError("sandbox runtime 'bwrap' requested but bwrap is not on PATH")
     env = shutil.which("env")
     if env is None or not _env_has_signal_options(env):
-        raise RuntimeUnavailableError(
+        raise LauncherUnavailableError(
             "sandbox runtime 'bwrap' needs GNU env with --ignore-signal (coreutils >= 8.31)"
         )
     if work_dir is None:
         work_dir = tempfile.mkdtemp(prefix="sessiond-runtime-")
     hardening = isolation_check.prepare_hardening(work_dir, data_dir)
     hardening.pids_max = pids_max
-    runtime = BwrapRuntime(os.path.abspath(bwrap), os.path.abspath(env), hardening=hardening)
-    isolation_check.check_sandbox(runtime, work_dir)
-    return runtime
+    launcher = BubblewrapLauncher(os.path.abspath(bwrap), os.path.abspath(env), hardening=hardening)
+    isolation_check.check_sandbox(launcher, work_dir)
+    return launcher
 
 
 def _env_has_signal_options(env: str) -> bool:

@@ -1,6 +1,6 @@
 """What makes one sandbox's processes its own: an unprivileged host uid, cgroups, limits.
 
-``SandboxIsolation`` is the per-sandbox launch context the bubblewrap runtime wraps every
+``SandboxConfinement`` is the per-sandbox launch context the bubblewrap runtime wraps every
 process in. The host uid is the workspace's owner: it is chosen at claim (a free uid in
 ``UID_BASE ..``, starting from a hash of the sandbox id so that two servers on one machine
 rarely pick the same one), the workspace is chowned to it, and a resume or a server
@@ -29,7 +29,7 @@ _UNIT = {None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
 
 
 @dataclass
-class SandboxIsolation:
+class SandboxConfinement:
     sandbox_id: str
     uid: int | None            # None: the server is not root and runs sandboxes as itself
     limits: Limits
@@ -54,7 +54,7 @@ def memory_bytes(quantity: str | None) -> int:
 
 def limits_for(config: dict, pids_max: int = DEFAULT_PIDS_MAX) -> Limits:
     memory = memory_bytes((config.get("resources") or {}).get("memory"))
-    # "CPU is derived" from memory (contract §1.1): 1024 shares per 2 GiB, within 128..8192.
+    # CPU is derived from memory, as the reference does: 1024 shares per 2 GiB, within 128..8192.
     cpu = max(128, min(8192, memory * 1024 // DEFAULT_MEMORY))
     return Limits(memory_bytes=memory, pids_max=pids_max, cpu_weight=cpu)
 
