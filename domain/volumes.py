@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Callable
 
 from .model.access import Principal
+from .model.timefmt import rfc3339
 from .model.volumes import (
     Binding,
     Volume,
@@ -264,5 +265,6 @@ class Volumes:
 def active_mounts(volume: Volume) -> dict:
     """The reference's 409 details."""
     return {"active_mounts": len(volume.bindings),
-            "mounts": [{"sandbox_id": b.sandbox_id, "mount_point": b.mount_point} for b in volume.bindings],
+            "mounts": [{"sandbox_id": b.sandbox_id, "mount_point": b.mount_point, "mounted_at": rfc3339(b.bound_ns)}
+                       for b in volume.bindings],
             "hint": "delete the sandboxes that mount it, or retry with force=true"}

@@ -174,7 +174,7 @@ def claim_mounts(request: Request, body) -> list[dict]:
     mounts = parse_mounts((body or {}).get("mounts"))
     if mounts and not principal_of(request).can(VOLUME_WRITE):
         raise ForbiddenError()
-    if request.app.ctx.container.runtime.name == "host":
+    if request.app.ctx.container.launcher.name == "host":
         for mount in mounts:
             if mount["mount_point"] != WORKSPACE:
                 raise VolumeRequestError(f"mount point {mount['mount_point']!r}: the host runtime can only "

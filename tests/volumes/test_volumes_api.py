@@ -90,7 +90,9 @@ def test_a_second_rwo_binding_is_refused_and_a_bound_volume_is_deleted_only_with
         assert second["details"]["active_mounts"] == 1
         busy = err(vhttp.delete(f"{V}/{volume}"), 409, "conflict")
         assert busy["message"] == "volume has active mounts"
-        assert busy["details"]["mounts"] == [{"sandbox_id": first["sandbox_id"], "mount_point": "/workspace"}]
+        (mount,) = busy["details"]["mounts"]
+        assert (mount["sandbox_id"], mount["mount_point"]) == (first["sandbox_id"], "/workspace")
+        assert mount["mounted_at"] >= got["created_at"][:19], (mount, got)  # since its claim
         assert "force=true" in busy["details"]["hint"]
     finally:
         ok(vhttp.delete(f"{U}/{first['sandbox_id']}"), 202)
