@@ -137,6 +137,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                        help="on: each sandbox writes to a disk of its own, its ephemeral_storage (default "
                             "8Gi; needs root and loop devices); off: on the data dir's filesystem, unbounded; "
                             "auto: on when it works here (env SESSIOND_DISK_QUOTA; default %(default)s)")
+    serve.add_argument("--volume-size", type=disk_size, metavar="SIZE", default=env("SESSIOND_VOLUME_SIZE", "8Gi"),
+                       help="the disk of a new volume whose create names no size (env SESSIOND_VOLUME_SIZE; "
+                            "default %(default)s)")
+    serve.add_argument("--volume-quota", type=disk_size, metavar="SIZE",
+                       default=env("SESSIOND_VOLUME_QUOTA", "256Gi"),
+                       help="what one team's volumes (their sizes) and volume snapshots (their blocks) may "
+                            "take in all: past it 429 quota_exceeded (env SESSIOND_VOLUME_QUOTA; default %(default)s)")
     cluster = serve.add_argument_group(
         "more than one machine", "journals in PostgreSQL, workspaces in a shared directory, any node serves "
         "any sandbox (README: More than one machine)")
@@ -197,6 +204,7 @@ def main(argv: list[str] | None = None) -> None:
                         network=args.network, token_file=token_file, sandbox_pids_max=args.sandbox_pids_max,
                         sandbox_conntrack_max=args.sandbox_conntrack_max, sandbox_new_flows=args.sandbox_new_flows,
                         disk_reserve=args.disk_reserve, disk_quota=args.disk_quota,
+                        volume_size=args.volume_size, volume_quota=args.volume_quota,
                         **cluster_settings(args), **edge_settings(args), **snapshot_settings(args))
     serve(settings, access_log=args.access_log)
     os.close(lock_fd)

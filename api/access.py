@@ -7,7 +7,9 @@ files) can forget it and a refused call never wakes a paused sandbox:
 1. the route's permission, as the reference gateway assigns them: reads (GET, SSE, the files
    watch) need ``sandbox:read``; writes, signals, inputs, execs, pauses and the session and
    context WebSockets (they carry input) need ``sandbox:write``; claiming needs
-   ``sandbox:create`` and deleting a sandbox ``sandbox:delete``. Missing: 403 ``forbidden``
+   ``sandbox:create`` and deleting a sandbox ``sandbox:delete``; volumes the same way with their
+   ``sandboxvolume:*`` permissions (a claim that mounts volumes also needs ``sandboxvolume:write``,
+   checked by the claim route). Missing: 403 ``forbidden``
    ``insufficient permissions``, whatever the sandbox (so a 403 says nothing about it).
 2. a route that names a sandbox of another team answers 404 ``not_found``, exactly as an id
    that does not exist (the reference answers 403; here another team's ids do not exist).
@@ -32,6 +34,7 @@ from .proxy import bridged
 READ_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
 COLLECTIONS = ("/api/v1/sandboxes", "/v1/sandboxes")
 TEMPLATES = "/api/v1/templates"
+VOLUMES = "/api/v1/sandboxvolumes"
 SELF_DECIDED = ("/api-keys", "/teams", "/api/v1/openapi.json")  # anyone with a key, or domain.api_keys
 
 
@@ -43,6 +46,8 @@ def required_permission(request: Request) -> str | None:
     if path.startswith(TEMPLATES):
         return {"POST": a.TEMPLATE_CREATE, "PUT": a.TEMPLATE_WRITE, "DELETE": a.TEMPLATE_DELETE}.get(
             method, a.TEMPLATE_READ)
+    if path.startswith(VOLUMES):
+        return volume_permission(request, path, reading)
     if path in COLLECTIONS:
         return a.SANDBOX_READ if reading else a.SANDBOX_CREATE
     sandbox_id = request.match_info.get("sandbox_id") if request.route is not None else None
@@ -55,6 +60,19 @@ def required_permission(request: Request) -> str | None:
             return a.SANDBOX_DELETE
         return a.SANDBOX_WRITE
     return a.SANDBOX_READ if reading else a.SANDBOX_WRITE  # /metrics and routes not named above
+
+
+def volume_permission(request: Request, path: str, reading: bool) -> str:
+    """As the reference gateway: create the collection, read (the files watch too), delete a
+    volume, and write for everything else (files, fork, snapshots, restore)."""
+    if request.headers.get("upgrade", "").lower() == "websocket" or reading:
+        return a.VOLUME_READ
+    if path == VOLUMES:
+        return a.VOLUME_CREATE
+    volume_id = request.match_info.get("volume_id") if request.route is not None else None
+    if request.method == "DELETE" and path == f"{VOLUMES}/{volume_id}":
+        return a.VOLUME_DELETE
+    return a.VOLUME_WRITE
 
 
 def install_access_policy(app) -> None:

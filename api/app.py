@@ -13,7 +13,7 @@ from .ingress import install_ingress
 from .metrics import install_metrics
 from .proxy import install_forwarding
 from .routes import (aerolvm, api_keys, audit, contexts, files, health, journal, metrics_routes, observability,
-                     rootfs, sandboxes, services, sessions, teams, templates, ui, ws)
+                     rootfs, sandboxes, services, sessions, teams, templates, ui, volume_files, volumes, ws)
 from .routes import openapi as openapi_route
 from .ws_frames import install_utf8_close
 
@@ -35,7 +35,7 @@ def create_app(container, *, name: str = "sessiond") -> Sanic:
     install_access_policy(app)  # after both: the owner node decides; before the gate: nothing refused wakes
     install_runtime_gate(app)  # after auth: only an authenticated call may wake a sandbox
     for module in (health, sandboxes, services, observability, metrics_routes, sessions, journal, audit, ws, aerolvm,
-                   contexts, files, templates, ui, api_keys, teams, rootfs):
+                   contexts, files, templates, ui, api_keys, teams, volumes, volume_files, rootfs):
         app.blueprint(module.bp)
     app.blueprint(openapi_route.bp)  # GET /api/v1/openapi.json
     install_metrics(app, container)  # GET /metrics, behind auth

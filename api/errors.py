@@ -48,6 +48,16 @@ STATUS[:0] = [
 ]
 
 
+# Volumes: the reference storage proxy's codes.
+STATUS[:0] = [
+    (e.VolumeNotFoundError, 404, "not_found"),
+    (e.VolumeSnapshotNotFoundError, 404, "not_found"),
+    (e.VolumeConflictError, 409, "conflict"),
+    (e.VolumeRequestError, 400, "bad_request"),
+    (e.VolumeQuotaError, 429, "quota_exceeded"),
+]
+
+
 # API keys and teams: the gateway's codes (checked before the session table's general classes).
 STATUS[:0] = [
     (e.UnauthorizedError, 401, "unauthorized"),
@@ -92,7 +102,7 @@ def classify(exc: BaseException, action: str) -> tuple[int, str, str, object]:
                 details = None
                 if isinstance(exc, e.CursorExpiredError):
                     details = {"earliest": exc.earliest, "latest": exc.latest}
-                elif isinstance(exc, e.TeamNotEmptyError):
+                elif isinstance(exc, (e.TeamNotEmptyError, e.VolumeConflictError)):
                     details = exc.details
                 return status, code, exc.message, details
         return 500, f"{action}_failed", exc.message, None

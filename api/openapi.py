@@ -21,6 +21,8 @@ from .openapi_templates import SCHEMAS as TEMPLATE_SCHEMAS
 from .openapi_rootfs import SCHEMAS as ROOTFS_SCHEMAS
 from .openapi_rootfs import rootfs_paths
 from .openapi_templates import template_paths
+from .openapi_volumes import SCHEMAS as VOLUME_SCHEMAS
+from .openapi_volumes import volume_paths
 
 SB = "/api/v1/sandboxes"
 SS = SB + "/{sandbox_id}/sessions/{session_id}"
@@ -32,7 +34,7 @@ ERRORS = {400: "invalid request", 401: "missing or wrong bearer token", 403: "fo
           413: "too large (file_too_large; payload_too_large)",
           426: "a WebSocket route called without the upgrade", 429: "input buffer full",
           500: "<action>_failed", 503: "unavailable (lifecycle barrier, paused without auto_resume)",
-          507: "insufficient_storage (a full disk, the disk pool or a team's snapshot quota)"}
+          507: "insufficient storage (a full disk, the server's own reserve, the disk pool or a team's quota)"}
 SESSION_ERRORS = (400, 401, 404, 503)
 
 
@@ -226,7 +228,7 @@ def aerolvm_paths() -> dict:
 @lru_cache(maxsize=1)
 def document() -> dict:
     paths = {**sandbox0_paths(), **template_paths(operation), **rootfs_paths(operation), **aerolvm_paths(),
-             **access_paths(operation, _header)}
+             **access_paths(operation, _header), **volume_paths(operation, _query, UPGRADE)}
     add_links(paths)
     for path, item in paths.items():
         if "{" in path:
@@ -240,9 +242,10 @@ def document() -> dict:
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
         "tags": [{"name": n} for n in ("sandboxes", "sessions", "contexts", "files", "services", "observability",
-                                            "templates", "rootfs", "aerolvm", "access", "health", "meta")],
+                                            "templates", "rootfs", "volumes", "aerolvm", "access", "health",
+                                            "meta")],
         "paths": paths,
         "components": {"schemas": {**ALL, **WORKSPACE_SCHEMAS, **TEMPLATE_SCHEMAS, **ACCESS_SCHEMAS, **EDGE_SCHEMAS,
-                                   **ROOTFS_SCHEMAS},
+                                   **ROOTFS_SCHEMAS, **VOLUME_SCHEMAS},
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }

@@ -136,18 +136,22 @@ SANDBOXES = {
     # their flows with a claim.
     "ClaimRequest": obj({"template": {"type": "string", "enum": ["default", "coding-agent"],
                                       "description": "case-insensitive; unknown templates get 404"},
-                         "config": ref("SandboxConfig")}, ("template",),
+                         "config": ref("SandboxConfig"),
+                         "mounts": {"type": "array", "maxItems": 16, "items": {"$ref": "#/components/schemas/ClaimMount"},
+                                    "description": "volumes of the caller's team, bound from the claim until the "
+                                                   "sandbox is deleted (TypeScript and Go SDKs)"}}, ("template",),
                         description="snapshot_id (SDK) is accepted and ignored: no snapshots here"),
     # pod_name: what the Go SDK requires where Python requires runtime_id (the same value).
     # A disabled deadline is "0001-01-01T00:00:00Z", never null: Go refuses null or absent.
     "ClaimResponse": obj({"sandbox_id": STR, "status": SANDBOX_STATUS, "runtime_id": STR, "pod_name": STR,
-                          "template": STR, "cluster_id": nullable(STR)},
+                          "template": STR, "cluster_id": nullable(STR),
+                          "bootstrap_mounts": array(ref("MountStatus"))},
                          ("sandbox_id", "status", "runtime_id", "pod_name", "template")),
     "Sandbox": obj({"id": STR, "template_id": STR, "team_id": STR, "status": SANDBOX_STATUS, "paused": BOOL,
                     "auto_resume": BOOL, "runtime_id": STR, "pod_name": STR, "runtime_generation": INT64,
                     "claimed_at": TIME, "created_at": TIME, "updated_at": TIME, "user_id": STR,
                     "expires_at": TIME, "hard_expires_at": TIME,
-                    "config": obj({"network": ref("SandboxNetworkPolicy")})},
+                    "config": obj({"network": ref("SandboxNetworkPolicy")}), "mounts": array(ref("ClaimMount"))},
                    ("id", "template_id", "team_id", "status", "paused", "auto_resume", "runtime_id", "pod_name",
                     "runtime_generation", "claimed_at", "created_at", "updated_at", "expires_at",
                     "hard_expires_at")),

@@ -108,10 +108,18 @@ def render_sandbox(sandbox) -> dict:
     if sandbox.config.get("services"):
         out["services"] = sandbox.config["services"]
     out["config"] = {"network": effective_policy(sandbox.config, sandbox.template)}
+    if sandbox.config.get("mounts"):  # the volumes bound at claim (api/volume_wire.py)
+        out["mounts"] = [{"sandboxvolume_id": m["sandboxvolume_id"], "mount_point": m["mount_point"]}
+                         for m in sandbox.config["mounts"]]
     return out
 
 
 def render_claim(sandbox) -> dict:
     runtime_id = f"{sandbox.id}-g{sandbox.runtime_generation}"
-    return {"sandbox_id": sandbox.id, "status": sandbox.status, "runtime_id": runtime_id,
-            "pod_name": runtime_id, "template": sandbox.template}
+    out = {"sandbox_id": sandbox.id, "status": sandbox.status, "runtime_id": runtime_id,
+           "pod_name": runtime_id, "template": sandbox.template}
+    if sandbox.config.get("mounts"):  # bound synchronously: mounted once the claim answers
+        out["bootstrap_mounts"] = [{"sandboxvolume_id": m["sandboxvolume_id"], "mount_point": m["mount_point"],
+                                    "state": "mounted", "mounted_at": rfc3339(sandbox.claimed_ns)}
+                                   for m in sandbox.config["mounts"]]
+    return out

@@ -50,6 +50,9 @@ async def _make_child(manager: SandboxManager, child_id: str, source: Sandbox, i
                       hard_ttl: int | None) -> Sandbox:
     now = manager.clock.now_ns()
     config = copy.deepcopy(source.config)
+    # A volume is not part of the disk and is never copied: the child binds none (an RWO volume
+    # stays the source's alone; its files are where the source's /workspace was, not in the copy).
+    config.pop("mounts", None)
     expires, hard = source.expires_ns, source.hard_expires_ns
     if ttl is not None:
         config["ttl"], expires = ttl, (now + ttl * 1_000_000_000 if ttl else 0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Awaitable, Callable, ContextManager, Iterable, NamedTuple, Protocol
 
 if TYPE_CHECKING:  # annotations only: the ports name domain types without importing their modules
     from .commits import CommitPipeline
@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # annotations only: the ports name domain types without impor
     from .hub import Hub
     from .model.access import ApiKey, Team
     from .model.session import Session
+    from .model.volumes import Volume, VolumeSnapshot
     from .sandbox_store import SandboxStore
 
 # stream is "stdout", "stderr" or "pty"; called on the event loop thread.
@@ -367,3 +368,47 @@ class KeyStore(Protocol):
     def deactivate_key(self, key_id: str, at_ns: int) -> bool: ...
     def delete_key(self, key_id: str) -> bool: ...
     def close(self) -> None: ...
+
+
+class VolumeStore(Protocol):
+    """Volumes and their snapshots, records and disks (``infra.volume_store``; in the shared
+    checkpoint dir with more than one node). Blocking: the domain calls it from a thread. ``lock``
+    orders every change of the records, on every node; reads take no lock. A disk is made or copied
+    aside and placed together with its record in one rename, so a crash leaves it whole or absent.
+    ``freeze`` holds the source's writes while it is copied (``VolumeMounts.frozen``)."""
+
+    def lock(self) -> ContextManager[None]: ...
+    def volumes(self) -> list[Volume]: ...
+    def volume(self, volume_id: str) -> Volume | None: ...
+    def save(self, volume: Volume) -> None: ...  # its record (under ``lock``)
+    # A new volume: an empty disk, or a copy of a volume's (``source_volume``) or a snapshot's
+    # (``source_snapshot``: (volume id, snapshot id)); ``check`` runs under ``lock`` right before
+    # it is placed (the quota) and may raise.
+    def create(self, volume: Volume, check: Callable[[], None], *, source_volume: str = "",
+               source_snapshot: tuple[str, str] | None = None,
+               freeze: Callable[[str], ContextManager[None]] | None = None) -> None: ...
+    def remove(self, volume_id: str) -> None: ...  # under ``lock``: gone at once, its files after
+    def snapshots(self, volume_id: str) -> list[VolumeSnapshot]: ...
+    def create_snapshot(self, snapshot: VolumeSnapshot, check: Callable[[int], None],
+                        freeze: Callable[[str], ContextManager[None]]) -> VolumeSnapshot: ...
+    def remove_snapshot(self, volume_id: str, snapshot_id: str) -> None: ...  # under ``lock``
+    def restore(self, volume_id: str, snapshot_id: str) -> None: ...  # its disk becomes the snapshot's
+    def allocated(self, volume_id: str) -> int: ...  # bytes its disk takes on the filesystem now
+
+
+class VolumeMounts(Protocol):
+    """This node's mounts of volume disks (``infra.volume_mounts``), for the file API and the
+    sandboxes that bind them. Blocking."""
+
+    def attach(self, volume_id: str) -> str: ...   # mounted here (counted); the host path of its root
+    def detach(self, volume_id: str) -> None: ...
+    def frozen(self, volume_id: str) -> ContextManager[None]: ...  # writes held (when mounted here)
+    def release(self, volume_id: str) -> None: ...  # unmounted here before a delete or a restore
+
+
+class VolumeBindings(Protocol):
+    """Volumes bound to a sandbox at claim, as the sandbox manager sees them (``domain.volumes``)."""
+
+    async def bind(self, sandbox_id: str, team_id: str, mounts: list[dict]) -> list[dict]: ...
+    async def unbind(self, sandbox_id: str) -> None: ...
+    async def reconcile(self, sandboxes: set[str]) -> None: ...  # bindings of other ids dropped

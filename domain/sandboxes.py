@@ -30,6 +30,7 @@ from .ports import (
     SandboxNetworks,
     SandboxOwnership,
     RootfsSnapshotStore,
+    VolumeBindings,
 )
 from .rootfs_snapshots import RootfsSnapshots
 from .runtime_transitions import MIN_FREE_BYTES, RuntimeTransitions
@@ -37,6 +38,7 @@ from .sandbox_runtime import SandboxRuntime
 from .store_faults import store_error
 from .sandbox_store import SandboxStore
 from .templates import BUILTIN_ENV, NoImages, NoTeamTemplates, Templates
+from .volumes import NoVolumes
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +55,13 @@ class SandboxManager:
                  reap: Callable[[int, int], object], checkpoints: Checkpoints | None = None,
                  networks: SandboxNetworks | None = None, ownership: SandboxOwnership | None = None,
                  lease_seconds: float = 15.0, templates: Templates | None = None,
+                 volumes: VolumeBindings | None = None,
                  snapshot_store: RootfsSnapshotStore | None = None, snapshot_quota: int = 64 << 30):
         self.files = files
         # What a claim names (domain/templates.py): the builtins, and team templates over images.
         self.templates = templates or Templates(NoTeamTemplates(), NoImages(), clock.now_ns)
         self.journals = journals
+        self.volumes = volumes or NoVolumes()  # volumes bound at claim (domain/volumes.py)
         self.pipeline = pipeline
         self.hub = hub
         self.pipe_runner = pipe_runner
@@ -130,6 +134,8 @@ class SandboxManager:
                 await self._bring_up_or_fail(sandbox_id)
             except Exception:
                 pass  # listed as failed, with its reason (logged)
+        # A claim a killed server never completed may have bound volumes: they are free again.
+        await self.volumes.reconcile(set(await asyncio.to_thread(self.journals.list_ids)))
         self.start_sweeping()
         self.placement.start()
 
@@ -193,14 +199,26 @@ class SandboxManager:
 
     # ---- sandbox operations ---------------------------------------------------------------
     async def claim(self, template: str, config: dict, owner: Principal | None = None,
-                    disk_bytes: int | None = None, image: str = "", snapshot_id: str = "") -> Sandbox:
-        """A new sandbox of ``owner``'s team (None or the platform key without a team: no team);
+                    disk_bytes: int | None = None, image: str = "", mounts: list[dict] | None = None,
+                    snapshot_id: str = "") -> Sandbox:
+        """A new sandbox of ``owner``'s team (None or the platform key without a team: no team),
+        with ``mounts`` (volumes of that team) bound to it from now until it is deleted;
         ``snapshot_id``: its disk starts as a copy of that rootfs snapshot (of ``owner``'s team)."""
-        plan = await asyncio.to_thread(self.templates.plan_claim, template, config, disk_bytes, image,
-                                       owner.team_id if owner is not None else "")
+        team_id = owner.team_id if owner is not None else ""
+        plan = await asyncio.to_thread(self.templates.plan_claim, template, config, disk_bytes, image, team_id)
         config = plan.config
         source = self.snapshots.claim_source(config["rootfs"], snapshot_id, owner)  # None: an empty disk
         sandbox_id = sandbox_id_from(self.new_uuid_hex())
+        bound = await self.volumes.bind(sandbox_id, team_id, mounts or [])  # 404/409 before anything is made
+        if bound:
+            config = {**config, "mounts": bound}
+        try:
+            return await self._claim(sandbox_id, template, config, plan, team_id, source)
+        except BaseException:
+            await self.volumes.unbind(sandbox_id)
+            raise
+
+    async def _claim(self, sandbox_id: str, template: str, config: dict, plan, team_id: str, source) -> Sandbox:
         await asyncio.to_thread(self.files.admit)  # 507 before the server's own disk reserve is used
         if plan.note:
             log.warning("sandbox %s: %s", sandbox_id, plan.note)
@@ -220,8 +238,7 @@ class SandboxManager:
                 f"not enough free space for a new sandbox: {free} bytes free, {MIN_FREE_BYTES} needed")
         if not await asyncio.to_thread(self.ownership.acquire, sandbox_id):  # a new id: never taken
             raise UnavailableError("the new sandbox's lease could not be taken")
-        store.sandbox = Sandbox.claim(sandbox_id, template, config, self.clock.now_ns(),
-                                      owner.team_id if owner is not None else "")
+        store.sandbox = Sandbox.claim(sandbox_id, template, config, self.clock.now_ns(), team_id)
         runtime = self._build_runtime(sandbox_id, store)
         try:
             await self.network.attach(runtime)
@@ -320,6 +337,7 @@ class SandboxManager:
             await runtime.close()
             await self.network.detach(sandbox_id)
         await asyncio.to_thread(self._remove_files, sandbox_id)
+        await self.volumes.unbind(sandbox_id)  # after its files: nothing of it uses them any more
         await asyncio.to_thread(self.ownership.forget, sandbox_id)
 
     async def shutdown(self) -> None:

@@ -35,7 +35,7 @@ from .nft_rules import FlowLimits
 from .isolation_check import protect_from_oom
 from .file_calls import FileCalls
 from .file_watch import WatchHub
-from .disk_reserve import DiskReserve
+from .disk_reserve import CLAIM_ROOM, DiskReserve
 from .memory import MemoryTrimmer
 from .bubblewrap import LauncherUnavailableError, detect_launcher, sandbox_tmp_dir
 from .confined_fs import ConfinedFS
@@ -47,6 +47,12 @@ from .images import ImageStore, store_root
 from .template_store import JsonTemplateStore
 from session_supervisor.domain.template_capture import TemplateCapture
 from session_supervisor.domain.templates import Templates
+from session_supervisor.domain.volumes import Volumes
+
+from .volume_archive import import_tar
+from .volume_binding import VolumeBinding
+from .volume_mounts import VolumeMounts
+from .volume_store import VolumeFiles
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +84,8 @@ class Container:
     trimmer: MemoryTrimmer = field(default_factory=MemoryTrimmer)
     file_calls: FileCalls = field(default_factory=FileCalls)  # the file API's own threads
     watches: WatchHub = field(default_factory=WatchHub)        # one inotify instance for every watch
+    volumes: Volumes | None = None  # sandbox volumes (domain/volumes.py); None without loop devices
+    volume_mounts: VolumeMounts | None = None
 
     def __post_init__(self) -> None:
         self.launcher = detect_launcher(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
@@ -112,15 +120,18 @@ class Container:
                                               self.pool)
         journals, checkpoints, ownership = await asyncio.to_thread(self._stores, dirs)
         key_store = await asyncio.to_thread(self._key_store)
+        isolator = await asyncio.to_thread(self._volumes)
         self.keys = ApiKeys(key_store, self.clock, lambda: secrets.token_hex(24), lambda: str(uuid.uuid4()))
         self.manager = SandboxManager(
             files=dirs, journals=journals, pipeline=self.pipeline, hub=self.hub, checkpoints=checkpoints,
             pipe_runner=self.pipe_runner or PipeRunner(), pty_runner=self.pty_runner or PtyRunner(),
-            isolator=self.launcher, clock=self.clock,
+            isolator=isolator, clock=self.clock,
             new_uuid_hex=self.new_uuid_hex or (lambda: uuid.uuid4().hex), base_env=base_env,
             reap=self.reap or reap_leftover, networks=self.networks, ownership=ownership,
-            lease_seconds=self.settings.lease_seconds, templates=self.templates,
+            lease_seconds=self.settings.lease_seconds, templates=self.templates, volumes=self.volumes,
             snapshot_store=await asyncio.to_thread(self._snapshot_store), snapshot_quota=self.settings.snapshot_quota)
+        if self.volumes is not None:
+            self.volumes.running = lambda sandbox_id: sandbox_id in self.manager.running
         await self.manager.start()
         self.manager.snapshots.start()  # expiry
         self.captures = TemplateCapture(self.manager)  # templates from a sandbox
@@ -176,15 +187,46 @@ class Container:
         store.create_tables()
         return store
 
+    def _volumes(self):
+        """Volumes, where disks can be made (they are disks: loop devices, root); the isolator that
+        binds them into sandboxes. In a cluster they live in the shared checkpoint dir."""
+        if not self.disks_enabled:
+            return self.launcher
+        shared = self.settings.checkpoint_dir if self.settings.clustered else None
+        files = VolumeFiles(Path(shared or self.settings.data_dir) / "volumes")
+        self.volume_mounts = VolumeMounts(files, self.settings.data_dir / "volume-mounts",
+                                          node_id=self.node_id if self.settings.clustered else "")
+        self.volumes = Volumes(files, self.volume_mounts, self.clock.now_ns, lambda: str(uuid.uuid4()),
+                               quota_bytes=self.settings.volume_quota, default_size=self.settings.volume_size,
+                               admit_space=lambda: self.disk.admit(CLAIM_ROOM, "a new volume"))
+        binding = VolumeBinding(self.launcher, self.volume_mounts)
+        binding.clean_up(self.dirs.root)
+        return binding
+
+    def volume_fs(self, root: str) -> ConfinedFS:
+        """A volume's files as a view of their own (its root is "/"), written as the volume's root."""
+        return ConfinedFS.rooted_at(root, None, self.disk)
+
+    def import_archive(self, fs: ConfinedFS, fileobj, base: str) -> dict:
+        return import_tar(fs, fileobj, base)
+
+    def spool_dir(self) -> str:
+        """Where a request body waits before it is unpacked: the data dir's filesystem, never /tmp."""
+        path = self.settings.data_dir / "spool"
+        path.mkdir(mode=0o700, exist_ok=True)
+        return str(path)
+
     def sandbox_fs(self, sandbox_id: str) -> ConfinedFS:
         """The file API's view of one sandbox: its /workspace, and its /tmp when that is on disk
-        (bwrap binds it; under the host runtime /tmp is the host's, so it is not offered)."""
+        (bwrap binds it; under the host runtime /tmp is the host's, so it is not offered). A volume
+        bound at /workspace is reached through its own mount, where files belong to its root."""
         workspace = self.dirs.workspace(sandbox_id)
-        areas = {"/workspace": workspace}
+        volume = self.manager.isolator.workspace_of(sandbox_id) if self.volumes is not None else None
+        areas = {"/workspace": volume or workspace}
         tmp = sandbox_tmp_dir(workspace) if self.launcher.name != "host" else None
         if tmp is not None:
             areas["/tmp"] = tmp
-        owned = os.stat(workspace)
+        owned = os.stat(volume or workspace)
         owner = (owned.st_uid, owned.st_gid) if owned.st_uid != os.geteuid() else None
         return ConfinedFS(areas, owner, self.disk)
 
@@ -217,6 +259,8 @@ class Container:
             if getattr(self, "captures", None) is not None:
                 await self.captures.stop()
             await self.manager.shutdown()
+        if self.volume_mounts is not None:
+            await asyncio.to_thread(self.volume_mounts.close)
         cgroups = getattr(self.launcher.hardening, "cgroups", None)
         if cgroups is not None:
             await asyncio.to_thread(cgroups.remove_group)

@@ -168,6 +168,8 @@ class BubblewrapLauncher:
             tmp = sandbox_tmp_dir(workspace_dir)  # staged like the workspace: see launch_chain
             bind = ["--bind", hard.stage_dir, WORKSPACE, "--args", "12",
                     *(["--bind", hard.stage_tmp_dir, "/tmp"] if tmp else ["--tmpfs", "/tmp"])]
+            for name, point, read_only in confinement.mounts:  # volumes (infra.volume_binding), parents first
+                bind += ["--ro-bind" if read_only else "--bind", f"{hard.stage_mounts_dir}/{name}", point]
             env_file = hard.write_env(confinement.sandbox_id, attempt_id, env)
             prefix = chain_argv(hard, confinement, workspace_dir, attempt_id, env_file)
             outer_env = {"PATH": CHAIN_PATH}

@@ -47,6 +47,9 @@ MAX_LINKS = 40  # as the kernel's MAXSYMLINKS
 MAX_DEPTH = 256
 DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 TMP_PREFIX = ".sessiond-upload-"
+# The one area of a rooted view (a volume's files: its root is "/"). No path and no link target can
+# hold a NUL, so no name a caller or a tenant makes can reach it except as the view's root.
+ROOT = "\0"
 
 
 @dataclass
@@ -66,8 +69,12 @@ class Entry:
 
 
 class ConfinedFS:
-    def __init__(self, areas: dict[str, str], owner: tuple[int, int] | None = None, reserve=None) -> None:
+    def __init__(self, areas: dict[str, str], owner: tuple[int, int] | None = None, reserve=None,
+                 rooted: bool = False) -> None:
         self.areas = {name.strip("/"): host for name, host in areas.items()}  # "workspace" -> host dir
+        # Rooted: one area that is the view's "/" (``rooted_at``): a volume's paths are relative to
+        # its root, an absolute link inside it starts again there and ``..`` never climbs above it.
+        self.rooted = rooted
         # What the API creates belongs to the sandbox's own root (its host uid under the
         # hardened runtime), so the sandbox can change and delete it like its own files.
         self.owner = owner
@@ -75,13 +82,27 @@ class ConfinedFS:
         # reserve (it writes as root, so the filesystem's own reserve for root would not stop it).
         self.reserve = reserve
 
+    @classmethod
+    def rooted_at(cls, host: str, owner: tuple[int, int] | None = None, reserve=None) -> "ConfinedFS":
+        """The files under ``host`` as a view of their own: ``/`` is ``host``."""
+        return cls({ROOT: host}, owner, reserve, rooted=True)
+
+    def _parts(self, path: str) -> list[str]:
+        if not self.rooted:
+            return _components(path)
+        _check_path(path)
+        return ["", ROOT, *path.split("/")]
+
+    def _view(self, stack: list[str]) -> str:
+        return "/" + "/".join(stack[1:] if self.rooted else stack)
+
     def admit(self, size: int, what: str = "this upload") -> None:
         if self.reserve is not None:
             self.reserve.admit(max(size, 1), what)
 
     # ---- the walk -----------------------------------------------------------------------------
     def resolve(self, path: str, *, follow_last: bool = True) -> Entry:
-        todo = deque(_components(path))
+        todo = deque(self._parts(path))
         stack: list[str] = []  # view components from "/"
         fds: list[int] = []    # fds[i] is the directory stack[:i+1] (inside an area)
         owned: list[int] = []
@@ -92,14 +113,14 @@ class ConfinedFS:
                 if part in ("", "."):
                     continue
                 if part == "..":
-                    if stack:
+                    if stack and not (self.rooted and len(stack) == 1):
                         stack.pop()
                         fds.pop()
                     continue
                 if not stack:
                     host = self.areas.get(part)
                     if host is None:
-                        raise PathOutsideSandboxError(f"{_view([part])} is outside the sandbox's "
+                        raise PathOutsideSandboxError(f"{self._view([part])} is outside the sandbox's "
                                                       f"{' and '.join('/' + a for a in self.areas)}")
                     fd = os.open(host, DIR_FLAGS)
                     owned.append(fd)
@@ -108,22 +129,24 @@ class ConfinedFS:
                     continue
                 last = not any(p not in ("", ".") for p in todo)
                 if last and not follow_last:
-                    return Entry(_view(stack + [part]), fds[-1], part, None, owned)
+                    return Entry(self._view(stack + [part]), fds[-1], part, None, owned)
                 try:
                     info = os.stat(part, dir_fd=fds[-1], follow_symlinks=False)
                 except FileNotFoundError:
                     if last:
-                        return Entry(_view(stack + [part]), fds[-1], part, None, owned)
-                    raise FileNotFoundInSandboxError(f"directory not found: {_view(stack + [part])}") from None
+                        return Entry(self._view(stack + [part]), fds[-1], part, None, owned)
+                    raise FileNotFoundInSandboxError(f"directory not found: {self._view(stack + [part])}") from None
                 if st.S_ISLNK(info.st_mode):
                     links += 1
                     if links > MAX_LINKS:
                         raise InvalidRequestError(f"too many levels of symbolic links: {path}")
                     target = os.readlink(part, dir_fd=fds[-1])
+                    todo.extendleft(reversed(target.split("/")))
                     if target.startswith("/"):
                         stack.clear()
                         fds.clear()
-                    todo.extendleft(reversed(target.split("/")))
+                        if self.rooted:
+                            todo.appendleft(ROOT)
                     continue
                 if st.S_ISDIR(info.st_mode):
                     if len(fds) >= MAX_DEPTH:
@@ -134,12 +157,12 @@ class ConfinedFS:
                     fds.append(fd)
                     continue
                 if not last:
-                    raise NotADirectoryInSandboxError(f"not a directory: {_view(stack + [part])}")
-                return Entry(_view(stack + [part]), fds[-1], part, None, owned)
+                    raise NotADirectoryInSandboxError(f"not a directory: {self._view(stack + [part])}")
+                return Entry(self._view(stack + [part]), fds[-1], part, None, owned)
             if not stack:
                 raise PathOutsideSandboxError("/ is outside the sandbox's file areas")
             parent = fds[-2] if len(fds) > 1 else None
-            return Entry(_view(stack), parent, stack[-1] if parent is not None else None, fds[-1], owned)
+            return Entry(self._view(stack), parent, stack[-1] if parent is not None else None, fds[-1], owned)
         except OSError as exc:
             _close(owned)
             raise translate(exc, path) from None
@@ -219,7 +242,7 @@ class ConfinedFS:
         return out
 
     # ---- writes -------------------------------------------------------------------------------
-    def begin_write(self, path: str) -> "Upload":
+    def begin_write(self, path: str, mode: int = 0o644) -> "Upload":
         """A temporary file next to the target; ``Upload.commit`` renames it over the target."""
         self.admit(1)
         entry = self.resolve(path)
@@ -231,6 +254,8 @@ class ConfinedFS:
                          dir_fd=entry.parent_fd)
             if self.owner is not None:
                 os.fchown(fd, *self.owner)
+            if mode != 0o644:
+                os.fchmod(fd, mode & 0o777)
         except OSError as exc:
             entry.close()
             raise translate(exc, path) from None
@@ -251,7 +276,7 @@ class ConfinedFS:
     def mkdir(self, path: str, recursive: bool) -> None:
         self.admit(4096, "a new directory")  # a directory takes a block
         if recursive:
-            parts = [p for p in _components(path) if p not in ("", ".")]
+            parts = [p for p in (path.split("/") if self.rooted else _components(path)) if p not in ("", ".")]
             for i in range(1, len(parts) + 1):
                 self._mkdir_one("/" + "/".join(parts[:i]), exist_ok=True)
             return
@@ -270,6 +295,23 @@ class ConfinedFS:
             except FileExistsError:  # a file (or a link) already has the name
                 raise (NotADirectoryInSandboxError if exist_ok else PathExistsError)(
                     f"path exists: {entry.view}") from None
+
+    def symlink(self, path: str, target: str) -> None:
+        """A symbolic link at ``path`` (one there that is not a directory is replaced). Its target
+        is only ever read as the view resolves it, so any target is harmless."""
+        with self._walked(path, follow_last=False) as entry:
+            if entry.name is None:
+                raise PathOutsideSandboxError(f"{entry.view} itself cannot be replaced")
+            try:
+                os.symlink(target, entry.name, dir_fd=entry.parent_fd)
+            except FileExistsError:
+                info = os.stat(entry.name, dir_fd=entry.parent_fd, follow_symlinks=False)
+                if st.S_ISDIR(info.st_mode):
+                    raise PathExistsError(f"path exists: {entry.view}") from None
+                os.unlink(entry.name, dir_fd=entry.parent_fd)
+                os.symlink(target, entry.name, dir_fd=entry.parent_fd)
+            if self.owner is not None:
+                os.chown(entry.name, *self.owner, dir_fd=entry.parent_fd, follow_symlinks=False)
 
     def remove(self, path: str) -> None:
         """Delete a file, a link (not its target) or a directory tree."""
@@ -311,18 +353,18 @@ def _exists(entry: Entry) -> bool:
         return False
 
 
-def _components(path: str) -> list[str]:
+def _check_path(path: str) -> None:
     if not isinstance(path, str) or not path.strip():
         raise InvalidRequestError("path is required")
     if "\0" in path:
         raise InvalidRequestError("path must not contain NUL bytes")
+
+
+def _components(path: str) -> list[str]:
+    _check_path(path)
     if not path.startswith("/"):
         path = "/workspace/" + path  # relative paths are relative to the workspace, as cwd is
     return path.split("/")
-
-
-def _view(stack: list[str]) -> str:
-    return "/" + "/".join(stack)
 
 
 def _close(fds: list[int]) -> None:

@@ -38,6 +38,10 @@ class SandboxConfinement:
     rootfs: str | None = None      # the overlay over its image (infra.rootfs), bound at / by each launch
     workspace_dir: str = ""
     notes: list[str] = field(default_factory=list)
+    # Volumes bound at mount points other than /workspace (infra.volume_binding): (name under the
+    # sandbox's mounts/ dir, mount point, read-only), bound by each launch.
+    mounts: list[tuple[str, str, bool]] = field(default_factory=list)
+    mounts_dir: str = ""  # the host directory holding those binds, staged by each launch
 
 
 def memory_bytes(quantity: str | None) -> int:

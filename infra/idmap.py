@@ -73,15 +73,17 @@ def _userns_mapping(uid: int) -> tuple[subprocess.Popen, int]:
         raise
 
 
-def idmapped_bind(source: str, target: str, uid: int) -> None:
-    """Mount ``source`` at ``target``, read-only, nosuid, nodev, with uid/gid 0 shown as ``uid``."""
+def idmapped_bind(source: str, target: str, uid: int, read_only: bool = True) -> None:
+    """Mount ``source`` at ``target``, read-only (unless ``read_only`` is false: a volume bound into
+    a sandbox), nosuid, nodev, with uid/gid 0 shown as ``uid``."""
     open_tree, move_mount, mount_setattr = _SYSCALLS[platform.machine()]
     child, userns = _userns_mapping(uid)
     tree = -1
     try:
         tree = _check(_libc.syscall(open_tree, AT_FDCWD, os.fsencode(source),
                                     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC), f"open_tree {source}")
-        attr = _MountAttr(MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, 0, userns)
+        flags = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (MOUNT_ATTR_RDONLY if read_only else 0)
+        attr = _MountAttr(flags, 0, 0, userns)
         _check(_libc.syscall(mount_setattr, tree, b"", AT_EMPTY_PATH, ctypes.byref(attr), ctypes.sizeof(attr)),
                f"mount_setattr (idmap) on {source}")
         _check(_libc.syscall(move_mount, tree, b"", AT_FDCWD, os.fsencode(target), MOVE_MOUNT_F_EMPTY_PATH),

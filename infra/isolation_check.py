@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from .cgroups import Cgroups, group_name
-from .launch_chain import STAGE_DIR, STAGE_ROOT_DIR, STAGE_TMP_DIR, Hardening
+from .launch_chain import STAGE_DIR, STAGE_MOUNTS_DIR, STAGE_ROOT_DIR, STAGE_TMP_DIR, Hardening
 from .bubblewrap import BubblewrapLauncher, LauncherUnavailableError
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,7 @@ def prepare_hardening(work_dir: str, data_dir: str | None = None) -> Hardening:
         os.makedirs(STAGE_DIR, mode=0o755, exist_ok=True)
         os.makedirs(STAGE_TMP_DIR, mode=0o755, exist_ok=True)
         os.makedirs(STAGE_ROOT_DIR, mode=0o755, exist_ok=True)
+        os.makedirs(STAGE_MOUNTS_DIR, mode=0o755, exist_ok=True)
     except OSError as exc:
         problems.append(f"cannot create the staging dir {STAGE_DIR}: {exc}")
     try:

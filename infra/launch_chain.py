@@ -15,6 +15,7 @@ from .sandbox_tmp import sandbox_tmp_dir
 STAGE_DIR = "/run/sessiond/workspace"  # traversable by every uid; a mount point per launch
 STAGE_TMP_DIR = "/run/sessiond/tmp"     # the same for the sandbox's on-disk /tmp
 STAGE_ROOT_DIR = "/run/sessiond/rootfs"  # the same for an image sandbox's overlay (infra.rootfs)
+STAGE_MOUNTS_DIR = "/run/sessiond/mounts"  # the same for volumes bound elsewhere (infra.volume_binding)
 CHAIN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -34,6 +35,7 @@ class Hardening:
     stage_dir: str = STAGE_DIR
     stage_tmp_dir: str = STAGE_TMP_DIR
     stage_root_dir: str = STAGE_ROOT_DIR
+    stage_mounts_dir: str = STAGE_MOUNTS_DIR
     launch_dir: str = ""               # root-only: each attempt's environment for bwrap --args
 
     def env_file(self, sandbox_id: str, attempt_id: str) -> str:
@@ -68,8 +70,8 @@ class Hardening:
 
 # Runs as the server's child, before anything of the tenant, in a mount namespace of its
 # own (``unshare --mount``): join the sandbox's cgroups (so not even a first fork escapes
-# the limits), make the sandbox the OOM killer's choice, bind the workspace (and /tmp, and an
-# image sandbox's overlay root) onto the staging dirs (bwrap runs as the sandbox uid, which cannot traverse the data dir: 0700
+# the limits), make the sandbox the OOM killer's choice, bind the workspace (and /tmp, an image
+# sandbox's overlay root, and the volumes it mounts elsewhere, recursively) onto the staging dirs (bwrap runs as the sandbox uid, which cannot traverse the data dir: 0700
 # parents such as /root), close every inherited descriptor (the runners' spawn closes them
 # already, infra.spawn, but one pointing at the data dir would be a way out: the chain does
 # not rely on whoever started it), open the seccomp program and the session's environment,
@@ -93,9 +95,10 @@ echo 500 2>/dev/null > /proc/self/oom_score_adj
 "$1" --bind "$3" "$4" || exit 125
 [ -z "$6" ] || "$1" --bind "$6" "$7" || exit 125
 [ -z "$8" ] || "$1" --bind "$8" "$9" || exit 125
+[ -z "${10}" ] || "$1" --rbind "${10}" "${11}" || exit 125
 for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && { [ "$n" != 9 ] || [ -z "$SESSIOND_START_REPORT_FD" ]; } && eval "exec $n>&-"; done
 exec 10<"$2" 12<"$5" || exit 125
-shift 9
+shift 11
 unset SESSIOND_START_REPORT_FD
 exec "$@"
 """
@@ -107,7 +110,8 @@ def chain_argv(hard: Hardening, confinement: SandboxConfinement, workspace_dir: 
     chain = [hard.unshare, "--mount", "--propagation", "private", hard.bash, "--norc", "-p", "-c",
              _CHAIN, "sandbox-init", str(len(joins)), *joins,
              hard.mount, hard.seccomp_program, workspace_dir, hard.stage_dir, env_file,
-             sandbox_tmp_dir(workspace_dir) or "", hard.stage_tmp_dir, confinement.rootfs or "", hard.stage_root_dir]
+             sandbox_tmp_dir(workspace_dir) or "", hard.stage_tmp_dir, confinement.rootfs or "", hard.stage_root_dir,
+             confinement.mounts_dir if confinement.mounts else "", hard.stage_mounts_dir]
     if confinement.netns_path and hard.nsenter:
         chain += [hard.nsenter, f"--net={confinement.netns_path}"]
     chain.append(hard.setpriv)

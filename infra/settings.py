@@ -24,6 +24,8 @@ class Settings:
     disk_pool_size: int = -1  # -1: auto (the data dir's free space when made), 0: no pool
     disk_pool_preallocate: bool = False
     snapshot_quota: int = 64 << 30  # per team: its snapshots, each at its disk's allocated size
+    volume_size: int = 8 << 30  # a new volume's disk when its create does not say (docs/volumes.md)
+    volume_quota: int = 256 << 30  # what one team's volumes and their snapshots may take in all
     # More than one machine (README "More than one machine"): journals, sandbox records and
     # leases in PostgreSQL, workspaces checkpointed into a directory every node shares.
     database_url: str = ""  # "": the embedded default (SQLite per sandbox, one node)

@@ -67,7 +67,9 @@ def sandbox_claim(c, args) -> int:
     config = {k: v for k, v in (("ttl", args.ttl), ("hard_ttl", args.hard_ttl)) if v is not None}
     if args.no_auto_resume:
         config["auto_resume"] = False
-    claim = c.claim_sandbox(args.template, config=config or None)
+    mounts = [{"sandboxvolume_id": volume, "mount_point": point or "/workspace"}
+              for volume, _, point in (v.partition(":") for v in args.volume)]
+    claim = c.claim_sandbox(args.template, config=config or None, mounts=mounts or None)
     return emit(args, claim, claim.sandbox_id)
 
 

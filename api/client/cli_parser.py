@@ -8,6 +8,7 @@ from .cli_completion import register as register_completion
 from .cli_edges import register as register_edge_verbs
 from .cli_rootfs import register as register_rootfs_verbs
 from .cli_run import register as register_run
+from .cli_volumes import register as register_volumes
 from .cli_workspace import register as register_workspace_verbs
 from .harness_presets import NAMES
 
@@ -67,11 +68,12 @@ def build_parser(verbs) -> argparse.ArgumentParser:
     parser = OneLineErrors(prog="sessionctl", parents=[common], formatter_class=RAW,
                                      description="Drive sandboxes and supervised sessions.", epilog=OVERVIEW)
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    nouns = parser.add_subparsers(dest="noun", metavar="sandbox|session|run|apply|completion")
+    nouns = parser.add_subparsers(dest="noun", metavar="sandbox|session|volume|run|apply|completion")
     _sandbox(nouns.add_parser("sandbox", help="claim, list, inspect, pause, resume and delete sandboxes",
                               formatter_class=RAW, epilog=EXIT_CODES), common, verbs)
     _session(nouns.add_parser("session", help="create and drive sessions", formatter_class=RAW,
                               epilog=EXIT_CODES), common, verbs)
+    register_volumes(nouns, common, RAW, _verb)
     register_run(nouns, common, RAW)
     register_apply(nouns, common, RAW)
     register_completion(nouns, common, RAW)
@@ -94,6 +96,8 @@ def _sandbox(noun, common, v) -> None:
     claim.add_argument("--hard-ttl", type=int, help="seconds until it is deleted")
     claim.add_argument("--no-auto-resume", action="store_true",
                        help="session calls while paused get 503 instead of resuming it")
+    claim.add_argument("--volume", action="append", default=[], metavar="VOL[:PATH]",
+                       help="bind this sandbox volume at PATH (default /workspace); repeatable")
     claim.add_argument("-q", "--quiet", action="store_true", help="print only the sandbox id")
     listing = _verb(group, "list", common, v.sandbox_list, "list sandboxes", "sessionctl sandbox list -q")
     listing.add_argument("-q", "--quiet", action="store_true", help="print only ids")

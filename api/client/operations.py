@@ -134,10 +134,13 @@ class SandboxOps:
         raise NotImplementedError
 
     def claim_sandbox(self, template: str = "default", *, config: dict | None = None,
-                      snapshot_id: str | None = None):
+                      snapshot_id: str | None = None, mounts: list[dict] | None = None):
+        """``mounts``: ``[{"sandboxvolume_id", "mount_point"}]``, volumes bound at claim."""
         body: dict = {"template": template}
         if snapshot_id:
             body["snapshot_id"] = snapshot_id
+        if mounts:
+            body["mounts"] = mounts
         if config is not None:
             body["config"] = config
         return self._run(Call("POST", "/api/v1/sandboxes", (201,), Claim.from_api, body=body))

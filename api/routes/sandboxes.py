@@ -8,10 +8,12 @@ import re
 
 from sanic import Blueprint, Request
 
-from session_supervisor.domain.model.errors import InvalidSpecError
+from session_supervisor.domain.model.access import VOLUME_WRITE
+from session_supervisor.domain.model.errors import ForbiddenError, InvalidSpecError
 from session_supervisor.domain.model.network import NetworkPolicyError, normalize_policy
 from session_supervisor.domain.model.services import ServicesError, check_resume_allowed
 from session_supervisor.domain.model.spec import MAX_SECONDS, check_env
+from session_supervisor.domain.model.volumes import WORKSPACE, VolumeRequestError, parse_mounts
 
 from ..auth import principal_of
 from ..errors import ApiError
@@ -169,9 +171,26 @@ async def claim(request: Request):
     webhook = await claim_webhook(request, body.get("config"))
     if webhook is not None:
         config["webhook"] = webhook
+    mounts = claim_mounts(request, body)
     sandbox = await manager(request).claim(template, config, owner=principal_of(request),
-                                           disk_bytes=claim_disk_bytes(body), snapshot_id=claim_snapshot(body))
+                                           disk_bytes=claim_disk_bytes(body), mounts=mounts,
+                                           snapshot_id=claim_snapshot(body))
     return ok(render_claim(sandbox), 201)
+
+
+def claim_mounts(request: Request, body) -> list[dict]:
+    """The claim's ``mounts`` (TypeScript and Go SDKs): volumes of the caller's team, bound from now
+    on (``domain.volumes``); binding one is a volume write. 400 for a mount point the runtime cannot
+    make (without bubblewrap only /workspace)."""
+    mounts = parse_mounts((body or {}).get("mounts"))
+    if mounts and not principal_of(request).can(VOLUME_WRITE):
+        raise ForbiddenError()
+    if request.app.ctx.container.launcher.name == "host":
+        for mount in mounts:
+            if mount["mount_point"] != WORKSPACE:
+                raise VolumeRequestError(f"mount point {mount['mount_point']!r}: the host runtime can only "
+                                         "mount a volume at /workspace")
+    return mounts
 
 
 @bp.get("", ctx_action="list_sandboxes", strict_slashes=False)

@@ -6,7 +6,10 @@ The roles and permission names are the Sandbox0 reference's, so a key made with 
 - ``admin``: everything of its team, and managing the team's API keys;
 - ``developer``: create, read, write and delete sandboxes (sessions, contexts, files);
 - ``builder``: templates (read) and registry pushes only; it sees no sandbox at all;
-- ``viewer``: read sandboxes, journals, files, status and templates; no write of any kind.
+- ``viewer``: read sandboxes, journals, files, status, templates and volumes; no write of any kind.
+
+Volumes (``sandboxvolume:*``) are the reference's too: ``admin`` and ``developer`` have all four,
+``viewer`` reads.
 
 The server's own token is the platform key: every permission, every team. A principal is
 always scoped to one team except that platform key without a selected team.
@@ -30,6 +33,11 @@ CREDENTIALS_READ = "credentialsource:read"
 CREDENTIALS_WRITE = "credentialsource:write"
 CREDENTIALS_DELETE = "credentialsource:delete"
 QUOTA_READ = "quota:read"
+VOLUME_CREATE = "sandboxvolume:create"
+VOLUME_READ = "sandboxvolume:read"
+VOLUME_WRITE = "sandboxvolume:write"
+VOLUME_DELETE = "sandboxvolume:delete"
+_VOLUMES = (VOLUME_CREATE, VOLUME_READ, VOLUME_WRITE, VOLUME_DELETE)
 USAGE_READ = "usage:read"
 ALL = "*"
 _CREDENTIALS = (CREDENTIALS_READ, CREDENTIALS_WRITE, CREDENTIALS_DELETE)
@@ -37,11 +45,11 @@ _CREDENTIALS = (CREDENTIALS_READ, CREDENTIALS_WRITE, CREDENTIALS_DELETE)
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     "admin": frozenset((SANDBOX_CREATE, SANDBOX_READ, SANDBOX_WRITE, SANDBOX_DELETE, TEMPLATE_CREATE,
                         TEMPLATE_READ, TEMPLATE_WRITE, TEMPLATE_DELETE, REGISTRY_WRITE, APIKEY_MANAGE,
-                        *_CREDENTIALS, QUOTA_READ, USAGE_READ, AUDIT_READ)),
+                        *_CREDENTIALS, QUOTA_READ, USAGE_READ, AUDIT_READ, *_VOLUMES)),
     "developer": frozenset((SANDBOX_CREATE, SANDBOX_READ, SANDBOX_WRITE, SANDBOX_DELETE, TEMPLATE_READ,
-                            REGISTRY_WRITE, *_CREDENTIALS, QUOTA_READ, USAGE_READ)),
+                            REGISTRY_WRITE, *_CREDENTIALS, QUOTA_READ, USAGE_READ, *_VOLUMES)),
     "builder": frozenset((TEMPLATE_READ, REGISTRY_WRITE)),
-    "viewer": frozenset((SANDBOX_READ, TEMPLATE_READ, CREDENTIALS_READ, QUOTA_READ, USAGE_READ)),
+    "viewer": frozenset((SANDBOX_READ, TEMPLATE_READ, CREDENTIALS_READ, QUOTA_READ, USAGE_READ, VOLUME_READ)),
 }
 ROLES = tuple(ROLE_PERMISSIONS)
 DEFAULT_ROLES = ("developer",)

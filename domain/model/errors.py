@@ -9,6 +9,8 @@ DomainError
 ├── InputBufferFullError
 ├── UnavailableError (lifecycle barrier, paused without auto_resume): SandboxResumeFailedError,
 │                     StoreUnavailableError (the store refused a write for another reason)
+├── VolumeNotFoundError, VolumeSnapshotNotFoundError (404), VolumeConflictError (409, with details),
+│   VolumeRequestError (400 bad_request), VolumeQuotaError (429 quota_exceeded): sandbox volumes
 ├── InsufficientStorageError (ENOSPC, read-only store, too little space to checkpoint: 507)
 ├── UnencodableEventError (a value the store cannot encode reached it: a bug, 500)
 ├── UnauthorizedError, ForbiddenError; AccessRequestError (400), ApiKeyNotFoundError,
@@ -260,3 +262,30 @@ class TeamNotEmptyError(ConflictError):
     def __init__(self, team_id: str, sandboxes: int) -> None:
         super().__init__("team has resources that must be removed before deletion")
         self.details = {"team_id": team_id, "blocking_resources": [{"category": "sandboxes", "count": sandboxes}]}
+
+
+# ---- sandbox volumes (the reference storage proxy's codes) ----------------------------------------
+class VolumeNotFoundError(NotFoundError):
+    def __init__(self, message: str = "sandboxvolume not found") -> None:
+        super().__init__(message)
+
+
+class VolumeSnapshotNotFoundError(NotFoundError):
+    def __init__(self, message: str = "snapshot not found") -> None:
+        super().__init__(message)
+
+
+class VolumeConflictError(ConflictError):
+    """409 conflict; ``details`` as the reference sends them (active mounts and a hint)."""
+
+    def __init__(self, message: str, details: dict | None = None) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+class VolumeRequestError(InvalidRequestError):
+    """400 bad_request, as the reference's storage proxy answers."""
+
+
+class VolumeQuotaError(DomainError):
+    """429 quota_exceeded: the team's volume storage would pass its quota."""

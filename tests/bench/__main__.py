@@ -1,7 +1,7 @@
 """Run the benchmark suite: ``python -m tests.bench`` (full) or ``--smoke`` (seconds, CI).
 
 Each benchmark prints its figures with the baselines measured in the same run and the
-ratios between them. ``--only pipe,pty,echo,sessions,replay,restart,cli,run,netns,start,image,fairness,rss,store,ingress,rootfs,cluster``
+ratios between them. ``--only pipe,pty,echo,sessions,replay,restart,cli,run,netns,start,image,volume,fairness,rss,store,ingress,rootfs,cluster``
 picks some;
 ``--json FILE`` also writes every run's numbers.
 """
@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import (bench_cli, bench_cluster, bench_echo, bench_faults, bench_image_start, bench_ingest, bench_ingress, bench_netns,
-               bench_replay, bench_restart, bench_rootfs, bench_run, bench_sandbox_start, bench_sessions)
+               bench_replay, bench_restart, bench_rootfs, bench_run, bench_sandbox_start, bench_sessions,
+               bench_volume_bind)
 from .common import MIB
 
 
@@ -43,6 +44,7 @@ class Sizes:
     extras: bool  # incompressible ingest, full-replay restart
     netns_starts: int = 5  # sandbox starts per network mode
     image_starts: int = 5  # claims per template (default, an image template)
+    volume_binds: int = 5  # claims with and without a volume at /workspace
     # The raw PTY reader swings between ~55 and ~105 MB/s from one run to the next on the
     # 2-vCPU VM: a median of 3 made the ratio anything from 0.5x to 1.4x.
     pty_runs: int = 1
@@ -62,13 +64,13 @@ class Sizes:
 FULL = Sizes(pipe_bytes=1024 * MIB, pty_bytes=64 * MIB, runs=3, echo_count=1000, echo_warmup=100,
              sessions=1000, replay_bytes=64 * MIB, restart_sessions=1000, restart_short=16,
              restart_long=1024, cli_calls=100, start_rounds=200, install=True, extras=True, netns_starts=100,
-             pty_runs=9, image_starts=50)
+             pty_runs=9, image_starts=50, volume_binds=30)
 SMOKE = Sizes(pipe_bytes=16 * MIB, pty_bytes=2 * MIB, runs=1, echo_count=30, echo_warmup=5,
               sessions=20, replay_bytes=2 * MIB, restart_sessions=10, restart_short=4,
               restart_long=64, cli_calls=5, start_rounds=5, install=False, extras=False, netns_starts=3,
               unknown_ids=500, storm_bytes=96 * MIB, store_bytes=16 * MIB, cluster_pipe_bytes=8 * MIB,
               cluster_long=200, cluster_short=10, run_rounds=1, ingress_requests=20, ingress_blob=4 * MIB,
-              image_starts=3, rootfs_fill=16 * MIB, rootfs_rounds=1)
+              image_starts=3, volume_binds=2, rootfs_fill=16 * MIB, rootfs_rounds=1)
 
 BENCHMARKS = {
     "pipe": lambda w, s: bench_ingest.pipe_ingest(w, s.pipe_bytes, s.runs, s.install, s.extras),
@@ -83,6 +85,7 @@ BENCHMARKS = {
     "netns": lambda w, s: bench_netns.start_time(w, s.netns_starts),
     "start": lambda w, s: bench_sandbox_start.sandbox_start(w, s.start_rounds),
     "image": lambda w, s: bench_image_start.image_start(w, s.image_starts),
+    "volume": lambda w, s: bench_volume_bind.volume_bind(w, s.volume_binds),
     "fairness": lambda w, s: bench_faults.fairness(w, s.echo_count, s.echo_warmup),
     "rss": lambda w, s: bench_faults.rss(w, s.unknown_ids, s.storm_bytes),
     "store": lambda w, s: bench_faults.store_size(w, s.store_bytes),
