@@ -15,6 +15,7 @@ import orjson
 import zstandard
 
 from .codec import compress, decompress
+from .reflink import fsync_dir
 from .sandbox_dirs import SandboxDirectories
 
 MANIFEST_NAME = "checkpoint.json.zst"
@@ -80,10 +81,3 @@ def write_atomic(path: Path, data: bytes) -> None:
     os.replace(temp, path)
     fsync_dir(path.parent)
 
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

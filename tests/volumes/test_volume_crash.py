@@ -24,26 +24,12 @@ QUOTA = 256 * 2**20
 
 def send_delete(port: int, volume_id: str) -> socket.socket:
     """The request written whole to the server, its answer left to be read after the kill."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-    sock.sendall(f"DELETE {V}/{volume_id} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
-                 "Content-Length: 0\r\nConnection: close\r\n\r\n".encode())
-    return sock
+    return send(port, "DELETE", f"{V}/{volume_id}", b"")
 
 
 def answered(sock: socket.socket) -> bool:
     """Whether the server answered 200 before it died (what it wrote is still in our buffer)."""
-    received = b""
-    try:
-        while select.select([sock], [], [], 2)[0]:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            received += chunk
-    except OSError:
-        pass
-    finally:
-        sock.close()
-    return received.startswith(b"HTTP/1.1 200")
+    return answer(sock).startswith(b"HTTP/1.1 200")
 
 
 def on_disk(volumes_dir) -> set[str]:
@@ -114,6 +100,7 @@ def test_kill_9_during_volume_deletes_leaves_each_volume_whole_or_gone(tmp_path)
 
 
 def send(port: int, method: str, path: str, body: bytes = b"{}") -> socket.socket:
+    """The request written whole (its answer is read later, perhaps after a kill)."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=5)
     sock.sendall(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
                  f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
@@ -122,6 +109,7 @@ def send(port: int, method: str, path: str, body: bytes = b"{}") -> socket.socke
 
 
 def answer(sock: socket.socket) -> bytes:
+    """What the server wrote before it closed or died (still in our receive buffer)."""
     received = b""
     try:
         while select.select([sock], [], [], 2)[0]:
