@@ -10,7 +10,8 @@ from sanic.exceptions import ServerError
 
 from .ingress import HTTP_PATH, WS_PATH
 from .ingress_admission import Refused
-from .ingress_proxy import bridge, open_upstream_websocket, proxy_http, refusal
+from .ingress_proxy import open_upstream_websocket, proxy_http, refusal
+from .ws_bridge import bridge
 
 bp = Blueprint("ingress")
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")

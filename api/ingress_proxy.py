@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 import httpx
 import websockets
 from sanic import Request
-from websockets.exceptions import ConnectionClosed
 
 from .errors import envelope
 
@@ -132,45 +131,6 @@ async def open_upstream_websocket(request: Request, upstream: Upstream):
         return None, refusal(502, "unavailable", f"the service on port {upstream.port} is not reachable: {error}",
                              upstream.answer_headers)
     return connection, None
-
-
-async def bridge(ws, upstream_ws) -> None:
-    """Frames both ways until either side closes; the close code goes across."""
-    to_service = asyncio.ensure_future(_pump(_client_frames(ws), upstream_ws.send))
-    to_client = asyncio.ensure_future(_pump(_service_frames(upstream_ws), ws.send))
-    try:
-        await asyncio.wait((to_service, to_client), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (to_service, to_client):
-            task.cancel()
-        await asyncio.gather(to_service, to_client, return_exceptions=True)
-        code, reason = upstream_ws.close_code or 1000, upstream_ws.close_reason or ""
-        await upstream_ws.close()
-        await ws.close(code if code not in (1005, 1006) else 1011, reason)
-
-
-async def _client_frames(ws):
-    while True:
-        message = await ws.recv()
-        if message is None:
-            continue
-        yield message
-
-
-async def _service_frames(upstream_ws):
-    try:
-        async for message in upstream_ws:
-            yield message
-    except ConnectionClosed:
-        return
-
-
-async def _pump(messages, send) -> None:
-    try:
-        async for message in messages:
-            await send(message)
-    except (ConnectionClosed, asyncio.CancelledError):
-        return
 
 
 async def probe(app, address: str, port: int, health_path: str | None) -> bool:

@@ -19,9 +19,9 @@ from functools import wraps
 import httpx
 import websockets
 from sanic import Request
-from websockets.exceptions import ConnectionClosed
 
 from .errors import AEROLVM_PREFIX, aerolvm_error, envelope
+from .ws_bridge import bridge
 
 log = logging.getLogger(__name__)
 
@@ -135,41 +135,7 @@ async def bridge_websocket(request: Request, ws, base_url: str, node_id: str) ->
     except (OSError, websockets.InvalidHandshake, asyncio.TimeoutError) as error:
         await ws.close(1011, f"owner node unreachable: {error}"[:120])
         return
-    to_owner = asyncio.ensure_future(_pump(_from_client(ws), upstream.send))
-    to_client = asyncio.ensure_future(_pump(_from_owner(upstream), ws.send))
-    try:
-        await asyncio.wait((to_owner, to_client), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (to_owner, to_client):
-            task.cancel()
-        await asyncio.gather(to_owner, to_client, return_exceptions=True)
-        code, reason = upstream.close_code or 1000, upstream.close_reason or ""
-        await upstream.close()
-        await ws.close(code if code not in (1005, 1006) else 1011, reason)
-
-
-async def _from_client(ws):
-    while True:
-        message = await ws.recv()
-        if message is None:
-            continue
-        yield message
-
-
-async def _from_owner(upstream):
-    try:
-        async for message in upstream:
-            yield message
-    except ConnectionClosed:
-        return
-
-
-async def _pump(messages, send) -> None:
-    try:
-        async for message in messages:
-            await send(message)
-    except (ConnectionClosed, asyncio.CancelledError):
-        return
+    await bridge(ws, upstream)
 
 
 def install_forwarding(app) -> None:
