@@ -91,11 +91,11 @@ def install_access_policy(app) -> None:
             return None
         manager = request.app.ctx.container.manager
         if bridged(request):  # the owner would refuse only after our 101: decide before it
-            record = await asyncio.to_thread(manager.journals.record, sandbox_id)
+            record = await asyncio.to_thread(manager.factory.journals.record, sandbox_id)
             team = record.team_id if record is not None else None
         else:
             try:
-                team = manager.sandbox(sandbox_id).team_id
+                team = manager.registry.sandbox(sandbox_id).team_id
             except SandboxNotFoundError:
                 return None  # the route answers its own 404
         if team is None or not principal.sees(team):

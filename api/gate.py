@@ -59,7 +59,7 @@ def install_runtime_gate(app) -> None:
         streaming = upgrade or request.path.endswith("/events/stream")
         mutating = upgrade or request.method not in READ_METHODS
         manager = request.app.ctx.container.manager
-        ticket = await manager.admit(sandbox_id, mutating=mutating, streaming=streaming)
+        ticket = await manager.transitions.admit(sandbox_id, mutating=mutating, streaming=streaming)
         if ticket is not None:
             ticket.bind(request)
             request.ctx.runtime_ticket = ticket

@@ -48,15 +48,15 @@ class Ingress:
 
     async def admit(self, request: Request, target: IngressTarget) -> Upstream:
         manager = self.container.manager
-        owner = await manager.locate(target.sandbox_id)  # None on one machine
+        owner = await manager.placement.locate(target.sandbox_id)  # None on one machine
         if owner:  # the API's forwarding does not cover the ingress: say where it runs
             _refuse(503, "unavailable", f"sandbox runs on another node: {owner}")
         try:
-            sandbox = manager.sandbox(target.sandbox_id)
+            sandbox = manager.registry.sandbox(target.sandbox_id)
         except DomainError:
             self._forget(target.sandbox_id)
             _refuse(404, "not_found", "sandbox not found")
-        if self.container.networks.address(target.sandbox_id) is None and target.sandbox_id in manager.running:
+        if self.container.networks.address(target.sandbox_id) is None and target.sandbox_id in manager.registry.running:
             _refuse(503, "unavailable", "service ingress needs a network namespace per sandbox; this server "
                                         "shares the host's network (--network host or --runtime host)")
         try:
@@ -104,18 +104,18 @@ class Ingress:
 
     async def _running(self, sandbox_id: str, sandbox, route: dict, headers: list):
         manager = self.container.manager
-        if sandbox_id not in manager.running:
+        if sandbox_id not in manager.registry.running:
             if not sandbox.auto_resume:
                 _refuse(503, "unavailable", "sandbox is not running and auto_resume is disabled", headers)
             if not route.get("resume"):
                 _refuse(503, "unavailable", "sandbox is not running and resume is disabled", headers)
         if route.get("resume"):
             try:  # the runtime gate's own admission: resumes, waits out a pause being committed
-                await manager.admit(sandbox_id, mutating=False, streaming=True)
+                await manager.transitions.admit(sandbox_id, mutating=False, streaming=True)
             except DomainError as exc:
                 code = "sandbox_resume_failed" if "resume failed" in exc.message else "unavailable"
                 _refuse(503, code, exc.message, headers)
-        runtime = manager.running.get(sandbox_id)
+        runtime = manager.registry.running.get(sandbox_id)
         if runtime is None:
             _refuse(503, "unavailable", "sandbox is not running", headers)
         return runtime

@@ -77,7 +77,7 @@ class LiveState:
                                    labels=["sandbox"])
         store = GaugeMetricFamily("sessiond_store_bytes", "Journal store size on disk", labels=["sandbox"])
         counts: dict[str, int] = {}
-        for sandbox_id, runtime in (dict(manager.running) if manager else {}).items():
+        for sandbox_id, runtime in (dict(manager.registry.running) if manager else {}).items():
             if self.visible_to is not None and not self.visible_to.sees(runtime.store.sandbox.team_id):
                 continue
             for session in runtime.list_sessions():

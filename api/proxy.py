@@ -149,7 +149,7 @@ def install_forwarding(app) -> None:
         if sandbox_id is None or container.manager is None or not container.manager.placement.clustered \
                 or forwarded(request):
             return None
-        base_url = await container.manager.locate(sandbox_id)
+        base_url = await container.manager.placement.locate(sandbox_id)
         if base_url is None:
             return None
         if request.headers.get("upgrade", "").lower() == "websocket":

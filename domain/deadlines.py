@@ -11,9 +11,12 @@ import logging
 from typing import TYPE_CHECKING
 
 from .model.errors import SandboxNotFoundError
+from .ports import Clock
+from .task_owner import TaskOwner
 
 if TYPE_CHECKING:
-    from .sandboxes import SandboxManager
+    from .runtime_transitions import RuntimeTransitions
+    from .sandbox_registry import SandboxRegistry
 
 log = logging.getLogger(__name__)
 
@@ -22,34 +25,25 @@ SHUTDOWN_DRAIN_S = 1.0  # at shutdown the HTTP server has already finished its r
 
 
 class Deadlines:
-    def __init__(self, manager: SandboxManager) -> None:
-        self.manager = manager
-        self._sweeper: asyncio.Task | None = None
+    def __init__(self, registry: SandboxRegistry, transitions: RuntimeTransitions, clock: Clock) -> None:
+        self.registry = registry
+        self.transitions = transitions
+        self.clock = clock
+        self._tasks = TaskOwner("sandbox deadlines")
 
     # ---- ttl and hard_ttl ----------------------------------------------------------------------
-    def start_sweeping(self) -> None:
-        self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
-
-    async def stop_sweeping(self) -> None:
-        sweeper, self._sweeper = self._sweeper, None
-        if sweeper is not None:
-            sweeper.cancel()
-            await asyncio.gather(sweeper, return_exceptions=True)
-
-    async def _sweep_forever(self) -> None:
-        while True:
-            await self.manager.clock.sleep(SWEEP_S)
-            await self.sweep()
+    def start(self) -> None:
+        self._tasks.every(SWEEP_S, self.sweep, "the ttl sweep", self.clock.sleep)
 
     async def sweep(self) -> None:
         """Past ``hard_expires_at``: deleted, even when paused. Past ``expires_at``: paused."""
-        now = self.manager.clock.now_ns()
+        now = self.clock.now_ns()
         due = []
-        for sandbox in self.manager.list():
+        for sandbox in self.registry.list():
             if sandbox.hard_expires_ns and now >= sandbox.hard_expires_ns:
-                due.append(self.manager.delete(sandbox.id))
-            elif sandbox.id in self.manager.running and sandbox.expires_ns and now >= sandbox.expires_ns:
-                due.append(self.manager.pause(sandbox.id, automatic=True))
+                due.append(self.transitions.delete(sandbox.id))
+            elif sandbox.id in self.registry.running and sandbox.expires_ns and now >= sandbox.expires_ns:
+                due.append(self.transitions.pause(sandbox.id, automatic=True))
         for outcome in await asyncio.gather(*due, return_exceptions=True):
             if isinstance(outcome, BaseException) and not isinstance(outcome, SandboxNotFoundError):
                 log.error("sandbox deadline sweep failed", exc_info=outcome)
@@ -57,11 +51,11 @@ class Deadlines:
     # ---- shutdown -------------------------------------------------------------------------------
     async def checkpoint_all(self) -> None:
         """A clean shutdown pauses every running sandbox through the same hook."""
-        await self.stop_sweeping()
-        await asyncio.gather(*(self._checkpoint_for_shutdown(sid) for sid in list(self.manager.running)))
+        await self._tasks.close()
+        await asyncio.gather(*(self._checkpoint_for_shutdown(sid) for sid in list(self.registry.running)))
 
     async def _checkpoint_for_shutdown(self, sandbox_id: str) -> None:
         try:
-            await self.manager.pause(sandbox_id, by_user=False, drain_s=SHUTDOWN_DRAIN_S)
+            await self.transitions.pause(sandbox_id, by_user=False, drain_s=SHUTDOWN_DRAIN_S)
         except Exception:  # left running: shutdown() ends it, the next start replaces it
             log.exception("sandbox %s could not be checkpointed at shutdown", sandbox_id)

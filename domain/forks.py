@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from typing import TYPE_CHECKING
 
 from .model.errors import SandboxConflictError
 from .model.ids import sandbox_id_from
@@ -25,30 +24,32 @@ from .model.sandbox import Sandbox
 from .pause_hook import build_manifest
 from .rootfs_snapshots import NOT_COPYABLE, RootfsSnapshots
 
-if TYPE_CHECKING:
-    from .sandboxes import SandboxManager
 
-
-async def fork(manager: SandboxManager, snapshots: RootfsSnapshots, source_id: str,
-               ttl: int | None = None, hard_ttl: int | None = None) -> Sandbox:
+async def fork(snapshots: RootfsSnapshots, source_id: str, ttl: int | None = None,
+               hard_ttl: int | None = None) -> Sandbox:
     """The paused child (``ttl``/``hard_ttl``: None inherits the source's deadlines, 0 clears)."""
     snapshots.check_available()
-    if manager.sandbox(source_id).status == "failed":
+    registry, files = snapshots.registry, snapshots.files
+    if registry.sandbox(source_id).status == "failed":
         raise SandboxConflictError(NOT_COPYABLE)
-    await asyncio.to_thread(manager.files.admit)  # the server's own reserve, as for a claim
-    await asyncio.to_thread(manager.files.admit_copy, "a fork")
-    child_id = sandbox_id_from(manager.new_uuid_hex())
-    staging = manager.files.staging(child_id)
+    await asyncio.to_thread(files.admit)  # the server's own reserve, as for a claim
+    await asyncio.to_thread(files.admit_copy, "a fork")
+    child_id = sandbox_id_from(snapshots.factory.new_uuid_hex())
+    staging = files.staging(child_id)
     try:
         await snapshots.copy_disk(source_id, staging, "fork")
-        return await _make_child(manager, child_id, manager.sandbox(source_id), staging, ttl, hard_ttl)
+        child = await _make_child(snapshots, child_id, registry.sandbox(source_id), staging, ttl, hard_ttl)
     finally:
-        await asyncio.to_thread(manager.files.discard, staging)  # adopted by the child, or not needed
+        await asyncio.to_thread(files.discard, staging)  # adopted by the child, or not needed
+    registry.park(child)
+    return child
 
 
-async def _make_child(manager: SandboxManager, child_id: str, source: Sandbox, image, ttl: int | None,
+async def _make_child(snapshots: RootfsSnapshots, child_id: str, source: Sandbox, image, ttl: int | None,
                       hard_ttl: int | None) -> Sandbox:
-    now = manager.clock.now_ns()
+    factory = snapshots.factory
+    pipeline, checkpoints = factory.pipeline, factory.checkpoints
+    now = factory.clock.now_ns()
     config = copy.deepcopy(source.config)
     # A volume is not part of the disk and is never copied: the child binds none (an RWO volume
     # stays the source's alone; its files are where the source's /workspace was, not in the copy).
@@ -60,24 +61,22 @@ async def _make_child(manager: SandboxManager, child_id: str, source: Sandbox, i
         config["hard_ttl"], hard = hard_ttl, (now + hard_ttl * 1_000_000_000 if hard_ttl else 0)
     rootfs = config["rootfs"] = {**(config.get("rootfs") or {}), "forked_from": source.id}
     try:
-        await asyncio.to_thread(manager.files.create, child_id, rootfs, image, True)
-        store = await asyncio.to_thread(manager.open_store, child_id)
+        await asyncio.to_thread(factory.files.create, child_id, rootfs, image, True)
+        store = await asyncio.to_thread(factory.open_store, child_id)
     except Exception:
-        await asyncio.to_thread(manager._remove_files, child_id)
+        await asyncio.to_thread(factory.remove_files, child_id)
         raise
     try:
         child = Sandbox.fork(child_id, source, config, now, expires, hard)
         # The manifest first: a start that finds the record finds the child complete and paused.
-        await asyncio.to_thread(manager.checkpoints.write_manifest, child_id,
-                                build_manifest(store, child, True, now))
+        await asyncio.to_thread(checkpoints.write_manifest, child_id, build_manifest(store, child, True, now))
         store.sandbox = child
-        manager.pipeline.stage(store, child)
-        await manager.pipeline.flush(store)
+        pipeline.stage(store, child)
+        await pipeline.flush(store)
     except BaseException:
         await asyncio.to_thread(store.close)
-        await asyncio.to_thread(manager._remove_files, child_id)
+        await asyncio.to_thread(factory.remove_files, child_id)
         raise
     store.released = True
-    await manager.pipeline.run_in_writer(lambda: manager.checkpoints.seal(child_id, store))
-    manager.parked[child_id] = child
+    await pipeline.run_in_writer(lambda: checkpoints.seal(child_id, store))
     return child

@@ -18,7 +18,7 @@ from .model.journal import OUTPUT_TOPIC, PUBLIC_TYPE
 if TYPE_CHECKING:
     from .context_state import Context
     from .sandbox_store import SandboxStore
-    from .sandboxes import SandboxManager
+    from .sandbox_manager import SandboxManager
 
 LTE_MAX = 2 ** 62
 MAX_SCAN_ROWS = 100_000  # rows skipped per stream to reach a start_time, per page
@@ -50,8 +50,8 @@ class ObservabilityReader:
 
     @asynccontextmanager
     async def view(self, sandbox_id: str):
-        self.manager.sandbox(sandbox_id)  # 404 for an unknown sandbox
-        runtime = self.manager.running.get(sandbox_id)
+        self.manager.registry.sandbox(sandbox_id)  # 404 for an unknown sandbox
+        runtime = self.manager.registry.running.get(sandbox_id)
         if runtime is not None:
             yield JournalView(sandbox_id, runtime.store, dict(runtime.store.sessions), True, runtime.contexts.list())
             return
@@ -62,7 +62,7 @@ class ObservabilityReader:
             await asyncio.to_thread(store.close)
 
     def _open_sealed(self, sandbox_id: str):
-        store = self.manager.open_store(sandbox_id)
+        store = self.manager.factory.open_store(sandbox_id)
         try:
             store.load(sandbox_id)
         except BaseException:
@@ -115,8 +115,8 @@ class ObservabilityReader:
     # ---- watching ----------------------------------------------------------------------------------
     def latest_positions(self, sandbox_id: str) -> obs.Positions:
         """Where each stream stands now: a watch without a cursor starts here."""
-        runtime = self.manager.running.get(sandbox_id)
-        sandbox = self.manager.sandbox(sandbox_id)
+        runtime = self.manager.registry.running.get(sandbox_id)
+        sandbox = self.manager.registry.sandbox(sandbox_id)
         positions: obs.Positions = {sandbox_id: (sandbox.version, 0)}
         if runtime is not None:
             positions.update({sid: (seq, 0) for sid, seq in runtime.store.committed_seq.items()})
@@ -125,8 +125,8 @@ class ObservabilityReader:
     def changed_since(self, sandbox_id: str, positions: obs.Positions, seen: dict) -> bool:
         """Cheap (in memory): may a read now find something new? ``seen`` is the caller's record of
         what it last looked at."""
-        runtime = self.manager.running.get(sandbox_id)
-        sandbox = self.manager.sandbox(sandbox_id)
+        runtime = self.manager.registry.running.get(sandbox_id)
+        sandbox = self.manager.registry.sandbox(sandbox_id)
         now = (sandbox.version, tuple(sorted(runtime.store.committed_seq.items())) if runtime else None,
                tuple((c.launch_id, c.output.count) for c in runtime.contexts.list()) if runtime else None)
         if seen.get("state") == now:

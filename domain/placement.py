@@ -22,9 +22,12 @@ from typing import TYPE_CHECKING
 
 from .model.errors import UnavailableError
 from .ports import SandboxOwnership, Whereabouts
+from .sandbox_registry import Retirement
+from .task_owner import TaskOwner
 
 if TYPE_CHECKING:
-    from .sandboxes import SandboxManager
+    from .runtime_transitions import RuntimeTransitions
+    from .sandbox_registry import SandboxRegistry
 
 log = logging.getLogger(__name__)
 
@@ -59,74 +62,68 @@ class SoleOwner:
         return []
 
 
+def lease_fence(ownership: SandboxOwnership):
+    """Before a process starts: only while this node's lease is fresh (a node cut off from the
+    database must not start processes for a sandbox another node may be taking over)."""
+    def fence(sandbox_id: str) -> None:
+        if not ownership.fresh(sandbox_id):
+            raise UnavailableError("this node's lease on the sandbox is not current; no process is started")
+    return fence
+
+
 class Placement:
-    def __init__(self, manager: SandboxManager, ownership: SandboxOwnership, lease_seconds: float) -> None:
-        self.manager = manager
+    def __init__(self, registry: SandboxRegistry, transitions: RuntimeTransitions, ownership: SandboxOwnership,
+                 lease_seconds: float) -> None:
+        self.registry = registry
+        self.transitions = transitions
         self.ownership = ownership
         self.lease_seconds = lease_seconds
-        self._task: asyncio.Task | None = None
+        self._tasks = TaskOwner("sandbox placement")
         self.lease_error = ""  # why the last renewal round failed ("" while they succeed): /healthz
 
     @property
     def clustered(self) -> bool:
         return self.ownership.clustered
 
-    def fence(self, sandbox_id: str) -> None:
-        """Before a process starts: only while this node's lease is fresh (a node cut off from the
-        database must not start processes for a sandbox another node may be taking over)."""
-        if not self.ownership.fresh(sandbox_id):
-            raise UnavailableError("this node's lease on the sandbox is not current; no process is started")
-
     # ---- calls ----------------------------------------------------------------------------------
     async def locate(self, sandbox_id: str) -> str | None:
         """Where a call for this sandbox is served: None here, else the owner's URL."""
-        if not self.clustered or sandbox_id in self.manager.running:
+        if not self.clustered or sandbox_id in self.registry.running:
             return None
         where = await asyncio.to_thread(self.ownership.whereabouts, sandbox_id)
         if where.owner_url is not None or not where.exists:
-            self.manager.parked.pop(sandbox_id, None)  # what this node knew of it is stale
+            self.registry.forget_stale(sandbox_id)  # what this node knew of it is stale
             return where.owner_url
-        return await self.manager.transitions.adopt(sandbox_id, where)
+        return await self.transitions.adopt(sandbox_id, where)
 
     # ---- leases over time ----------------------------------------------------------------------
     def start(self) -> None:
-        if self.clustered and self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._keep_leases())
+        if self.clustered:
+            self._tasks.every(self.lease_seconds / 3, self._keep_leases, "lease renewal")
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await self._tasks.close()
 
     async def _keep_leases(self) -> None:
-        while True:
-            await asyncio.sleep(self.lease_seconds / 3)
-            try:  # renew what this node runs; look for a dead node's sandboxes
-                lost = await asyncio.to_thread(self.ownership.renew)
-                orphans = await asyncio.to_thread(self.ownership.orphans)
-            except Exception as exc:  # the database may be away for a while: the next round retries
-                if not self.lease_error:
-                    log.exception("renewing sandbox leases failed")
-                self.lease_error = f"cannot renew leases: {exc}"
-                continue
-            self.lease_error = ""
-            for sandbox_id in lost:
-                await self._lost(sandbox_id)
-            await self._adopt(orphans)
+        try:  # renew what this node runs; look for a dead node's sandboxes
+            lost = await asyncio.to_thread(self.ownership.renew)
+            orphans = await asyncio.to_thread(self.ownership.orphans)
+        except Exception as exc:  # the database may be away for a while: the next round retries
+            if not self.lease_error:
+                log.exception("renewing sandbox leases failed")
+            self.lease_error = f"cannot renew leases: {exc}"
+            return
+        self.lease_error = ""
+        for sandbox_id in lost:
+            await self._lost(sandbox_id)
+        await self._adopt(orphans)
 
     async def _lost(self, sandbox_id: str) -> None:
         """Another node runs this sandbox now: end the runtime here, recording nothing more."""
-        runtime = self.manager.running.pop(sandbox_id, None)
-        if runtime is None:
+        if sandbox_id not in self.registry.running:
             return
         log.warning("sandbox %s: its lease was taken over by another node; ending its runtime here", sandbox_id)
-        runtime.store.released = True  # the pipeline stages nothing more: the epoch would refuse it
-        for session in runtime.list_sessions():
-            self.manager.hub.close_session(session.id, "shutdown")
-        await runtime.release()
-        await runtime.close()
-        await self.manager.network.detach(sandbox_id)
+        await self.registry.retire(sandbox_id, Retirement.HANDED_OVER)
 
     async def _adopt(self, orphans: list[str]) -> None:
         """A dead node's running sandboxes come back on a live one without waiting for a call."""

@@ -33,10 +33,13 @@ from .model.rootfs_snapshot import TEMPLATE, USER, RootfsSnapshot, is_snapshot_i
 from .pause_hook import build_manifest
 from .ports import RootfsSnapshotStore
 from .store_faults import store_error
+from .task_owner import TaskOwner
 
 if TYPE_CHECKING:
+    from .runtime_factory import RuntimeFactory
     from .runtime_gate import RuntimeGate
-    from .sandboxes import SandboxManager
+    from .runtime_transitions import RuntimeTransitions
+    from .sandbox_registry import SandboxRegistry
 
 log = logging.getLogger(__name__)
 
@@ -47,19 +50,25 @@ NOT_PAUSED = "sandbox rootfs operation requires a paused sandbox"
 
 
 class RootfsSnapshots:
-    def __init__(self, manager: SandboxManager, store: RootfsSnapshotStore | None, quota_bytes: int,
+    def __init__(self, registry: SandboxRegistry, transitions: RuntimeTransitions, factory: RuntimeFactory,
+                 store: RootfsSnapshotStore | None, quota_bytes: int, *, clustered: bool = False,
                  new_id: Callable[[], str] = new_snapshot_id) -> None:
-        self.manager = manager
+        self.registry = registry
+        self.transitions = transitions
+        self.factory = factory
+        self.files = factory.files
+        self.clock = factory.clock
+        self.clustered = clustered
         self.store = store           # None: snapshots are unavailable here (503, with the reason)
         self.quota_bytes = quota_bytes
         self.new_id = new_id
         self._reserved: dict[str, int] = {}  # team -> bytes of snapshots being taken right now
-        self._sweeper: asyncio.Task | None = None
+        self._tasks = TaskOwner("rootfs snapshots")
 
     # ---- availability and the quota ---------------------------------------------------------------
     def check_available(self) -> RootfsSnapshotStore:
-        reason = self.manager.files.snapshots_unavailable()
-        if self.manager.placement.clustered:
+        reason = self.files.snapshots_unavailable()
+        if self.clustered:
             reason = "rootfs snapshots are kept on one machine; this server runs with more than one"
         if reason or self.store is None:
             raise UnavailableError(reason or "rootfs snapshots are not available on this server")
@@ -88,33 +97,33 @@ class RootfsSnapshots:
     # ---- the copy ---------------------------------------------------------------------------------
     async def copy_disk(self, sandbox_id: str, target, what: str) -> None:
         """``target`` made a consistent copy of the sandbox's disk, under its lifecycle lock."""
-        manager = self.manager
-        gate = manager.gate(sandbox_id) if manager.knows(sandbox_id) else None
+        registry, files = self.registry, self.files
+        gate = registry.gate(sandbox_id) if registry.knows(sandbox_id) else None
         if gate is not None and gate.barrier and gate.automatic:
             gate.cancel_requested = True  # a ttl pause in progress gives way, as to any runtime call
 
         async def body(gate: RuntimeGate) -> None:
-            if sandbox_id in manager.running:
-                runtime = manager.running[sandbox_id]
-                await asyncio.to_thread(manager.files.sync, sandbox_id)  # the bulk, while it still runs
+            if sandbox_id in registry.running:
+                runtime = registry.running[sandbox_id]
+                await asyncio.to_thread(files.sync, sandbox_id)  # the bulk, while it still runs
                 gate.raise_barrier(False)
                 try:
                     await gate.drain(CAPTURE_DRAIN_S, reads_too=False)
                     runtime.isolation.freeze(True)
                     try:
-                        await asyncio.to_thread(manager.files.capture, sandbox_id, target)
+                        await asyncio.to_thread(files.capture, sandbox_id, target)
                     finally:
                         runtime.isolation.freeze(False)
                 finally:
                     gate.lower_barrier()
-            elif sandbox_id in manager.parked:
-                await asyncio.to_thread(manager.files.capture, sandbox_id, target)
-            elif sandbox_id in manager.failed:
+            elif sandbox_id in registry.parked:
+                await asyncio.to_thread(files.capture, sandbox_id, target)
+            elif sandbox_id in registry.failed:
                 raise SandboxConflictError(NOT_COPYABLE)
             else:
                 raise SandboxNotFoundError()
         try:
-            await manager.transitions.exclusive(sandbox_id, what, body)
+            await self.transitions.exclusive(sandbox_id, what, body)
         except OSError as exc:
             raise store_error(exc) from exc
 
@@ -122,18 +131,18 @@ class RootfsSnapshots:
     async def create(self, sandbox_id: str, name: str = "", description: str = "", expires_ns: int = 0,
                      kind: str = USER, snapshot_id: str = "") -> RootfsSnapshot:
         store = self.check_available()
-        sandbox = self.manager.sandbox(sandbox_id)  # 404; another team's never reaches here (api/access.py)
+        sandbox = self.registry.sandbox(sandbox_id)  # 404; another team's never reaches here (api/access.py)
         if sandbox.status == "failed":
             raise SandboxConflictError(NOT_COPYABLE)
-        await asyncio.to_thread(self.manager.files.admit_copy, "a rootfs snapshot")
-        size = await asyncio.to_thread(self.manager.files.disk_allocated, sandbox_id)
+        await asyncio.to_thread(self.files.admit_copy, "a rootfs snapshot")
+        size = await asyncio.to_thread(self.files.disk_allocated, sandbox_id)
         self._reserve(sandbox.team_id, size)
         snapshot_id = snapshot_id or self.new_id()
         try:
             target = await asyncio.to_thread(store.begin, snapshot_id)
             try:
                 await self.copy_disk(sandbox_id, target, "snapshot")
-                snapshot = RootfsSnapshot(snapshot_id, sandbox_id, sandbox.team_id, self.manager.clock.now_ns(),
+                snapshot = RootfsSnapshot(snapshot_id, sandbox_id, sandbox.team_id, self.clock.now_ns(),
                                           name, description, expires_ns, kind, size, sandbox.template,
                                           dict(sandbox.config.get("rootfs") or {}))
                 await asyncio.to_thread(store.publish, snapshot_id, snapshot.to_dict())
@@ -147,8 +156,8 @@ class RootfsSnapshots:
 
     def list(self, sandbox_id: str) -> list[RootfsSnapshot]:
         """That sandbox's snapshots (not the hidden ones templates are made of), oldest first."""
-        self.manager.sandbox(sandbox_id)
-        now = self.manager.clock.now_ns()
+        self.registry.sandbox(sandbox_id)
+        now = self.clock.now_ns()
         found = [RootfsSnapshot.from_dict(r) for r in (self.store.records() if self.store else [])
                  if r.get("sandbox_id") == sandbox_id and r.get("kind", USER) == USER]
         return sorted((s for s in found if not s.expired(now)), key=lambda s: (s.created_ns, s.id))
@@ -159,7 +168,7 @@ class RootfsSnapshots:
         if record is None or record.get("kind", USER) != kind:
             raise SnapshotNotFoundError()
         snapshot = RootfsSnapshot.from_dict(record)
-        if snapshot.expired(self.manager.clock.now_ns()) or (viewer is not None and not viewer.sees(snapshot.team_id)):
+        if snapshot.expired(self.clock.now_ns()) or (viewer is not None and not viewer.sees(snapshot.team_id)):
             raise SnapshotNotFoundError()
         return snapshot
 
@@ -183,82 +192,73 @@ class RootfsSnapshots:
         snapshot, image = self.image_of(snapshot_id, owner) if snapshot_id else self.image_of(hidden, None, TEMPLATE)
         rootfs["snapshot_id"] = snapshot.id
         rootfs["disk_bytes"] = (snapshot.rootfs or {}).get("disk_bytes") or rootfs.get("disk_bytes")
-        self.manager.files.admit_copy("a sandbox from a rootfs snapshot")
+        self.files.admit_copy("a sandbox from a rootfs snapshot")
         return image
 
     # ---- restore ----------------------------------------------------------------------------------
     async def restore(self, sandbox_id: str, snapshot_id: str, viewer: Principal | None) -> None:
         """A paused sandbox's disk becomes a copy of the snapshot; it stays paused (409 otherwise)."""
         self.check_available()
-        self.manager.sandbox(sandbox_id)
+        self.registry.sandbox(sandbox_id)
         snapshot, image = self.image_of(snapshot_id, viewer)
         foreign = snapshot.sandbox_id != sandbox_id
 
         async def body(gate: RuntimeGate) -> None:
-            if sandbox_id not in self.manager.parked:
-                if self.manager.knows(sandbox_id):
+            if sandbox_id not in self.registry.parked:
+                if self.registry.knows(sandbox_id):
                     raise SandboxConflictError(NOT_PAUSED)
                 raise SandboxNotFoundError()
-            await asyncio.to_thread(self.manager.files.admit_copy, "a restored disk")
+            await asyncio.to_thread(self.files.admit_copy, "a restored disk")
             try:
-                await asyncio.to_thread(self.manager.files.replace_disk, sandbox_id, image, foreign)
+                await asyncio.to_thread(self.files.replace_disk, sandbox_id, image, foreign)
             except FileNotFoundError:
                 raise SnapshotNotFoundError() from None  # deleted meanwhile
             except OSError as exc:
                 raise store_error(exc) from exc
             await self._record_restore(sandbox_id, snapshot, foreign)
-        await self.manager.transitions.exclusive(sandbox_id, "restore", body)
+        await self.transitions.exclusive(sandbox_id, "restore", body)
 
     async def _record_restore(self, sandbox_id: str, snapshot: RootfsSnapshot, foreign: bool) -> None:
         """The restore in the sandbox's journal; another sandbox's snapshot also removes every session
         (their streams deleted), and the checkpoint manifest is rewritten to match."""
-        manager = self.manager
-        parked = manager.parked[sandbox_id]
-        store = await asyncio.to_thread(manager._open, sandbox_id)
+        factory, pipeline, checkpoints = self.factory, self.factory.pipeline, self.factory.checkpoints
+        parked = self.registry.parked[sandbox_id]
+        store = await asyncio.to_thread(factory.open_loaded, sandbox_id)
         try:
             removed = list(store.sessions) if foreign else []
             # On a draft that replaces the parked record once committed (as a config change does).
             draft = store.sandbox = copy.deepcopy(parked)
-            draft.record_restore(snapshot.id, snapshot.sandbox_id, len(removed), manager.clock.now_ns())
+            draft.record_restore(snapshot.id, snapshot.sandbox_id, len(removed), self.clock.now_ns())
             for session_id in removed:
                 store.forget(store.sessions[session_id])
-            manager.pipeline.stage(store, draft)
-            await manager.pipeline.flush(store)
-            manifest = await asyncio.to_thread(manager.checkpoints.read_manifest, sandbox_id) or {}
+            pipeline.stage(store, draft)
+            await pipeline.flush(store)
+            manifest = await asyncio.to_thread(checkpoints.read_manifest, sandbox_id) or {}
         except BaseException:
             await asyncio.to_thread(store.close)
             raise
-        manager.parked[sandbox_id] = draft
+        self.registry.replace_record(draft, expected=parked)
 
         def rewrite() -> None:
             for session_id in removed:
                 store.delete_journal(session_id)
-            manager.checkpoints.seal(sandbox_id, store)
-            manager.checkpoints.write_manifest(sandbox_id, build_manifest(
-                store, draft, manifest.get("paused_by_user", True), manager.clock.now_ns()))
+            checkpoints.seal(sandbox_id, store)
+            checkpoints.write_manifest(sandbox_id, build_manifest(
+                store, draft, manifest.get("paused_by_user", True), self.clock.now_ns()))
         store.released = True
-        await manager.pipeline.run_in_writer(rewrite)
+        await pipeline.run_in_writer(rewrite)
 
     # ---- expiry -----------------------------------------------------------------------------------
     def start(self) -> None:
-        if self.store is not None and self._sweeper is None:
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
+        if self.store is not None and not len(self._tasks):
+            self._tasks.spawn(self.sweep_expired(), "the first snapshot expiry sweep")
+            self._tasks.every(EXPIRY_SWEEP_S, self.sweep_expired, "the snapshot expiry sweep", self.clock.sleep)
 
     async def stop(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            self._sweeper = None
-
-    async def _sweep_forever(self) -> None:
-        while True:
-            try:
-                await self.sweep_expired()
-            except Exception:
-                log.exception("rootfs snapshot expiry sweep failed")
-            await self.manager.clock.sleep(EXPIRY_SWEEP_S)
+        await self._tasks.close()
 
     async def sweep_expired(self) -> int:
-        now = self.manager.clock.now_ns()
+        now = self.clock.now_ns()
         expired = [r["id"] for r in self.store.records() if RootfsSnapshot.from_dict(r).expired(now)]
         for snapshot_id in expired:
             await asyncio.to_thread(self.store.delete, snapshot_id)

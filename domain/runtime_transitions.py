@@ -24,9 +24,14 @@ from .model.errors import (
     StoreUnavailableError,
     UnavailableError,
 )
+from .model.sandbox import FailedSandbox
+from .ports import SandboxOwnership
+from .runtime_factory import RuntimeFactory, UnclaimedStore
+from .sandbox_registry import Retirement, SandboxRegistry
+from .task_owner import TaskOwner
 
 if TYPE_CHECKING:
-    from .sandboxes import SandboxManager
+    from .networks import SandboxNetworking
 
 log = logging.getLogger(__name__)
 
@@ -41,14 +46,21 @@ MIN_FREE_BYTES = 16 * 1024 * 1024
 
 
 class RuntimeTransitions:
-    """The runtime transitions of a manager's sandboxes (``manager.transitions``): admission, pause,
-    resume, the start-up decision, config changes, ttl sweeps and the shutdown checkpoint. It owns
-    the per-sandbox gates; the registry of running and parked sandboxes is the manager's."""
+    """The runtime transitions of the registry's sandboxes (``manager.transitions``): admission,
+    pause, resume, delete, the start-up decision, config changes and take-overs. Each runs under
+    the sandbox's gate (``exclusive``); the registry holds the sandboxes, the factory makes stores
+    and runtimes."""
 
-    def __init__(self, manager: SandboxManager) -> None:
-        self.manager = manager
-        self.gates: dict[str, RuntimeGate] = {}
-        self._transitions: set[asyncio.Task] = set()  # each runs to its end, whoever waits
+    def __init__(self, registry: SandboxRegistry, factory: RuntimeFactory, network: SandboxNetworking,
+                 ownership: SandboxOwnership) -> None:
+        self.registry = registry
+        self.factory = factory
+        self.network = network
+        self.ownership = ownership
+        self.pipeline = factory.pipeline
+        self.clock = factory.clock
+        self.checkpoints = factory.checkpoints
+        self._transitions = TaskOwner("sandbox transitions")  # each runs to its end, whoever waits
 
     async def exclusive(self, sandbox_id: str, what: str, body):
         """Run ``body(gate)`` as the sandbox's one lifecycle transition at a time, to its end.
@@ -57,16 +69,14 @@ class RuntimeTransitions:
         gives up (its request cancelled) leaves the transition to finish instead of cutting it
         off between its commit and its release, which had left a sealed store behind a running
         record. A call that cannot start within LOCK_WAIT_S gets 503 naming what is running."""
-        if not self.manager.knows(sandbox_id):
+        if not self.registry.knows(sandbox_id):
             raise SandboxNotFoundError()  # no gate object is made for an id that does not exist
-        task = asyncio.get_running_loop().create_task(self._locked(sandbox_id, what, body))
-        self._transitions.add(task)
-        task.add_done_callback(self._transitions.discard)
-        task.add_done_callback(_unawaited_failure)
+        task = self._transitions.spawn(self._locked(sandbox_id, what, body), f"{what} {sandbox_id}",
+                                       expected=(DomainError,))
         return await asyncio.shield(task)
 
     async def _locked(self, sandbox_id: str, what: str, body):
-        gate = self.gate(sandbox_id)
+        gate = self.registry.gate(sandbox_id)
         try:
             async with asyncio.timeout(LOCK_WAIT_S):
                 await gate.lock.acquire()
@@ -81,27 +91,23 @@ class RuntimeTransitions:
             gate.lock.release()
 
     async def settle(self, timeout_s: float) -> None:
-        """Shutdown: let the transitions in progress finish, for at most ``timeout_s``."""
-        if self._transitions:
-            await asyncio.wait(list(self._transitions), timeout=timeout_s)
-
-    def gate(self, sandbox_id: str) -> RuntimeGate:
-        gate = self.gates.get(sandbox_id)
-        if gate is None:
-            gate = self.gates[sandbox_id] = RuntimeGate()
-        return gate
+        """Let the transitions in progress finish (a delete's tear-down after its answer too), for
+        at most ``timeout_s`` each."""
+        await self._transitions.wait(timeout_s)
+        await self.registry.settle(timeout_s)
 
     # ---- session calls ------------------------------------------------------------------------
     async def admit(self, sandbox_id: str, *, mutating: bool, streaming: bool) -> Ticket | None:
         """Let a session call in: a paused sandbox is resumed when it has
         ``auto_resume``, else 503; while a pause runs, mutating calls get 503."""
+        registry = self.registry
         for _ in range(ADMIT_TRIES):
-            if not self.manager.knows(sandbox_id):
+            if not registry.knows(sandbox_id):
                 raise SandboxNotFoundError()  # no gate object is kept for an id that does not exist
-            if sandbox_id in self.manager.failed:
-                self.manager.runtime_for(sandbox_id)  # 503 with the reason it failed
-            gate = self.gate(sandbox_id)
-            if sandbox_id in self.manager.running:
+            if sandbox_id in registry.failed:
+                registry.runtime_for(sandbox_id)  # 503 with the reason it failed
+            gate = registry.gate(sandbox_id)
+            if sandbox_id in registry.running:
                 if gate.barrier and (gate.sealing or gate.automatic):
                     gate.cancel_requested = gate.automatic  # a ttl pause gives way to access
                     await self.exclusive(sandbox_id, "admission", _nothing)  # the pause ends first
@@ -109,13 +115,23 @@ class RuntimeTransitions:
                 if gate.barrier and mutating:
                     raise UnavailableError("sandbox lifecycle barrier is active")
                 return None if streaming else gate.enter(mutating)
-            sandbox = self.manager.parked.get(sandbox_id)
+            sandbox = registry.parked.get(sandbox_id)
             if sandbox is None:
                 raise SandboxNotFoundError()
             if not sandbox.auto_resume:
                 raise UnavailableError("sandbox is not running and auto_resume is disabled")
             await self.resume(sandbox_id)
         raise UnavailableError("sandbox is waking up")
+
+    # ---- delete ---------------------------------------------------------------------------------------
+    async def delete(self, sandbox_id: str) -> None:
+        """The sandbox and everything of it (answered once it is gone from the books; the rest of
+        the tear-down follows: ``SandboxRegistry.retire``)."""
+        await self.exclusive(sandbox_id, "delete", lambda gate: self._delete(sandbox_id))
+
+    async def _delete(self, sandbox_id: str) -> None:
+        self.registry.sandbox(sandbox_id)  # deleted by the call before this one: 404
+        await self.registry.retire(sandbox_id, Retirement.DELETED)
 
     # ---- pause and resume ----------------------------------------------------------------------
     async def pause(self, sandbox_id: str, *, by_user: bool = True, automatic: bool = False,
@@ -127,21 +143,17 @@ class RuntimeTransitions:
 
     async def _pause(self, sandbox_id: str, gate: RuntimeGate, *, by_user: bool, automatic: bool,
                      drain_s: float):
-        if sandbox_id in self.manager.parked:
-            return self.manager.parked[sandbox_id]
-        runtime = self.manager.runtime_for(sandbox_id)
-        if self.manager.checkpoints is None:
+        if sandbox_id in self.registry.parked:
+            return self.registry.parked[sandbox_id]
+        runtime = self.registry.runtime_for(sandbox_id)
+        if self.checkpoints is None:
             raise UnavailableError("sandbox checkpoint pause is not available")
         self._check_room_to_checkpoint(runtime.store)
         gate.raise_barrier(automatic)
         try:
-            paused = await pause_runtime(runtime, gate, self.manager.checkpoints, self.manager.hub, self.manager.clock,
+            paused = await pause_runtime(runtime, gate, self.checkpoints, self.factory.hub, self.clock,
                                          by_user=by_user, drain_s=drain_s)
-            del self.manager.running[sandbox_id]
-            self.manager.parked[sandbox_id] = paused
-            await self.manager.network.detach(sandbox_id)  # the runtime's processes are gone
-            # Any node may resume it now; a shutdown's pause is meant to come back running.
-            await asyncio.to_thread(self.manager.ownership.release, sandbox_id, not by_user)
+            await self.registry.retire(sandbox_id, Retirement.PAUSED, record=paused)
             return paused
         except PauseCancelled:
             log.info("sandbox %s: ttl pause cancelled by a runtime call", sandbox_id)
@@ -156,7 +168,7 @@ class RuntimeTransitions:
 
     def _check_room_to_checkpoint(self, store) -> None:
         """Refuse a pause up front (507) rather than freeze everything and fail half-way."""
-        self.manager.pipeline.check_writable(store)
+        self.pipeline.check_writable(store)
         free = store.free_bytes()
         if free is not None and free < MIN_FREE_BYTES:
             raise InsufficientStorageError(
@@ -168,24 +180,25 @@ class RuntimeTransitions:
         return await self.exclusive(sandbox_id, "resume", lambda gate: self._resume(sandbox_id))
 
     async def _resume(self, sandbox_id: str):
-        runtime = self.manager.running.get(sandbox_id)
+        registry = self.registry
+        runtime = registry.running.get(sandbox_id)
         if runtime is not None:
             return runtime.store.sandbox
-        if sandbox_id in self.manager.failed:  # try its store again: the cause may have gone
+        if sandbox_id in registry.failed:  # try its store again: the cause may have gone
             try:
-                await self.manager._bring_up_or_fail(sandbox_id)
+                await self.bring_up_or_fail(sandbox_id)
             except Exception as exc:
                 raise SandboxResumeFailedError(f"sandbox resume failed: {exc}") from None
-            return self.manager.sandbox(sandbox_id)
-        sandbox = self.manager.parked.get(sandbox_id)
+            return registry.sandbox(sandbox_id)
+        sandbox = registry.parked.get(sandbox_id)
         if sandbox is None:
             raise SandboxNotFoundError()
-        if sandbox.hard_expires_ns and self.manager.clock.now_ns() >= sandbox.hard_expires_ns:
-            await self.manager._remove(sandbox_id)
+        if sandbox.hard_expires_ns and self.clock.now_ns() >= sandbox.hard_expires_ns:
+            await registry.retire(sandbox_id, Retirement.DELETED)
             raise SandboxNotFoundError()
         await self._take(sandbox_id)
         try:
-            await asyncio.to_thread(self.manager.checkpoints.fetch, sandbox_id, False)
+            await asyncio.to_thread(self.checkpoints.fetch, sandbox_id, False)
             store = await asyncio.to_thread(self._reopen_checked, sandbox_id)
             await self._new_runtime(sandbox_id, store)
         except DomainError:
@@ -193,16 +206,15 @@ class RuntimeTransitions:
         except Exception as exc:  # e.g. an unreadable store: the sandbox stays paused
             log.exception("sandbox %s: resume failed", sandbox_id)
             raise SandboxResumeFailedError("sandbox resume failed") from exc
-        del self.manager.parked[sandbox_id]
         return store.sandbox
 
     def _reopen_checked(self, sandbox_id: str):
         """Read and verify the manifest against the reopened store (sync: run in a thread)."""
         try:
-            manifest = self.manager.checkpoints.read_manifest(sandbox_id)
+            manifest = self.checkpoints.read_manifest(sandbox_id)
         except ValueError as exc:
             raise SandboxResumeFailedError(f"sandbox resume failed: {exc}") from None
-        store = self.manager._open(sandbox_id)
+        store = self.factory.open_loaded(sandbox_id)
         if manifest is None:  # the pause committed but its manifest never reached the disk
             log.warning("sandbox %s: no checkpoint manifest; resuming from the store alone", sandbox_id)
             return store
@@ -213,102 +225,112 @@ class RuntimeTransitions:
         return store
 
     async def _new_runtime(self, sandbox_id: str, store) -> None:
-        runtime = self.manager._build_runtime(sandbox_id, store)
-        await self.manager.network.attach(runtime)  # before any recovered attempt starts
+        runtime = self.factory.build(sandbox_id, store)
         try:
-            await self.manager.replace_runtime(runtime)
+            await self.network.attach(runtime)  # before any recovered attempt starts
+            await self.factory.replace(runtime)
         except BaseException:
-            await self.manager.network.detach(sandbox_id)
+            await self.registry.retire(sandbox_id, Retirement.FAILED_START, runtime=runtime)
             raise
-        self.manager.running[sandbox_id] = runtime
-        if self.manager.checkpoints is not None:  # from now on a restart without a pause is a crash
-            await asyncio.to_thread(self.manager.checkpoints.discard_manifest, sandbox_id)
+        self.registry.activate(runtime)
+        if self.checkpoints is not None:  # from now on a restart without a pause is a crash
+            await asyncio.to_thread(self.checkpoints.discard_manifest, sandbox_id)
 
     async def _take(self, sandbox_id: str) -> None:
         """This node's lease on the sandbox, before anything of it runs here (more than one node)."""
-        if not await asyncio.to_thread(self.manager.ownership.acquire, sandbox_id):
-            self.manager.parked.pop(sandbox_id, None)
+        if not await asyncio.to_thread(self.ownership.acquire, sandbox_id):
+            self.registry.forget_stale(sandbox_id)
             raise UnavailableError("the sandbox is running on another node; try again")
 
     async def adopt(self, sandbox_id: str, where) -> str | None:
         """A sandbox nobody runs now (more than one node): parked here when a user paused it, else
         taken over here. Returns the owner's URL when another node was quicker."""
-        async with self.gate(sandbox_id).lock:
-            if sandbox_id in self.manager.running:
+        async with self.registry.gate(sandbox_id).lock:
+            if sandbox_id in self.registry.running:
                 return None
-            store = await asyncio.to_thread(self.manager._open, sandbox_id)
+            store = await asyncio.to_thread(self.factory.open_loaded, sandbox_id)
             sandbox = store.sandbox
             if sandbox.status == "paused" and sandbox.paused_by_user:
                 await asyncio.to_thread(store.close)
-                self.manager.parked[sandbox_id] = sandbox
+                self.registry.park(sandbox)
                 return None
-            if not await asyncio.to_thread(self.manager.ownership.acquire, sandbox_id):
+            if not await asyncio.to_thread(self.ownership.acquire, sandbox_id):
                 await asyncio.to_thread(store.close)
-                return (await asyncio.to_thread(self.manager.ownership.whereabouts, sandbox_id)).owner_url
-            self.manager.parked.pop(sandbox_id, None)
+                return (await asyncio.to_thread(self.ownership.whereabouts, sandbox_id)).owner_url
+            self.registry.forget_stale(sandbox_id)
             log.info("sandbox %s: taken over by this node", sandbox_id)
             try:
                 # A crash leaves the newest workspace where it ran; elsewhere the last checkpoint.
-                await asyncio.to_thread(self.manager.checkpoints.fetch, sandbox_id, where.last_owner_here)
+                await asyncio.to_thread(self.checkpoints.fetch, sandbox_id, where.last_owner_here)
                 await self._bring_up_store(sandbox_id, store)
             except BaseException:
-                await asyncio.to_thread(self.manager.ownership.release, sandbox_id, True)
+                await asyncio.to_thread(self.ownership.release, sandbox_id, True)
                 raise
         return None
 
     # ---- server start ----------------------------------------------------------------------------
+    async def bring_up_or_fail(self, sandbox_id: str) -> None:
+        """Bring a sandbox found at start up; one whose store cannot be opened is listed as failed
+        (and the error raised), one whose claim never completed is removed."""
+        try:
+            await self.bring_up(sandbox_id)
+            self.registry.recover(sandbox_id)
+        except UnclaimedStore:
+            log.info("sandbox %s: its claim never completed; removing it", sandbox_id)
+            await asyncio.to_thread(self.factory.remove_files, sandbox_id)
+        except Exception as exc:
+            log.exception("sandbox %s could not be opened; listed as failed", sandbox_id)
+            known = await asyncio.to_thread(self.factory.stored_record, sandbox_id)
+            self.registry.fail(FailedSandbox(sandbox_id, f"its store could not be opened: {exc}", known))
+            raise
+
     async def bring_up(self, sandbox_id: str) -> None:
         """A sandbox found at server start: parked if a user paused it, else a new runtime."""
-        if self.manager.placement.clustered:  # it was this node's: take its lease back first
+        if self.ownership.clustered:  # it was this node's: take its lease back first
             await self._take(sandbox_id)
-        store = await asyncio.to_thread(self.manager._open, sandbox_id)
+        store = await asyncio.to_thread(self.factory.open_loaded, sandbox_id)
         await self._bring_up_store(sandbox_id, store)
 
     async def _bring_up_store(self, sandbox_id: str, store) -> None:
         sandbox = store.sandbox
-        if sandbox.status == "paused" and self.manager.checkpoints is not None:
+        if sandbox.status == "paused" and self.checkpoints is not None:
             try:
-                manifest = await asyncio.to_thread(self.manager.checkpoints.read_manifest, sandbox_id)
+                manifest = await asyncio.to_thread(self.checkpoints.read_manifest, sandbox_id)
             except ValueError:
                 manifest = {}  # unreadable: a resume will say so (sandbox_resume_failed)
             if sandbox.paused_by_user and manifest is not None:
                 # A crash between the manifest and the release leaves frozen processes behind.
-                await asyncio.to_thread(self._reap_leftovers, store)
-                await asyncio.to_thread(self.manager.checkpoints.seal, sandbox_id, store)
-                self.manager.parked[sandbox_id] = sandbox
-                await asyncio.to_thread(self.manager.ownership.release, sandbox_id, False)
+                await asyncio.to_thread(self.factory.reap_leftovers, store)
+                await asyncio.to_thread(self.checkpoints.seal, sandbox_id, store)
+                self.registry.park(sandbox)
+                await asyncio.to_thread(self.ownership.release, sandbox_id, False)
                 return
             if manifest is None:
                 log.warning("sandbox %s: its pause never completed; replacing the runtime", sandbox_id)
         await self._new_runtime(sandbox_id, store)
-
-    def _reap_leftovers(self, store) -> None:
-        for session in store.sessions.values():
-            attempt = session.attempt
-            if attempt and "finished_ns" not in attempt and attempt.get("pid"):
-                self.manager.reap(attempt["pid"], attempt.get("start_time", 0))
 
     # ---- the sandbox record ----------------------------------------------------------------------
     async def update(self, sandbox_id: str, changes: dict):
         """Partial merge of the config; a memory change replaces the runtime,
         a network change is applied live (``networks.py``)."""
         before = await self.exclusive(sandbox_id, "update", lambda gate: self._reconfigure(sandbox_id, changes))
-        if sandbox_id in self.manager.running and "resources" in changes and changes["resources"] != before:
+        if sandbox_id in self.registry.running and "resources" in changes and changes["resources"] != before:
             await self.pause(sandbox_id, by_user=False)
             await self.resume(sandbox_id)
-        return self.manager.sandbox(sandbox_id)
+        return self.registry.sandbox(sandbox_id)
 
     async def _reconfigure(self, sandbox_id: str, changes: dict):
         """The config change itself; returns the resources before it."""
-        before = self.manager.sandbox(sandbox_id).config.get("resources")
+        sandbox = self.registry.sandbox(sandbox_id)
+        before = sandbox.config.get("resources")
         if "network" in changes:
-            old_network = self.manager.network_policy(sandbox_id)
-            await self.manager.network.apply(sandbox_id, changes["network"])
+            old_network = self.network.policy_of(sandbox)
+            await self.network.apply(sandbox_id, changes["network"])
         try:
             await self._record_sandbox(sandbox_id, lambda sb, now: sb.reconfigure(changes, now))
         except BaseException:
             if "network" in changes:
-                await self.manager.network.apply(sandbox_id, old_network)
+                await self.network.apply(sandbox_id, old_network)
             raise
         return before
 
@@ -317,23 +339,23 @@ class RuntimeTransitions:
             sandbox_id, lambda sb, now: sb.refresh(duration_s, now)))
 
     async def _record_sandbox(self, sandbox_id: str, command):
-        now = self.manager.clock.now_ns()
-        runtime = self.manager.running.get(sandbox_id)
+        now = self.clock.now_ns()
+        runtime = self.registry.running.get(sandbox_id)
         if runtime is not None:
             if runtime.store.released:  # handed over or sealed: it cannot record this change
                 raise UnavailableError("sandbox lifecycle barrier is active")
             # On a draft, shown once committed (a GET meanwhile shows the record as stored).
             draft = copy.deepcopy(runtime.store.sandbox)
             command(draft, now)
-            self.manager.pipeline.stage(runtime.store, draft)
+            self.pipeline.stage(runtime.store, draft)
             try:
-                await self.manager.pipeline.flush(runtime.store)
+                await self.pipeline.flush(runtime.store)
             except (InsufficientStorageError, StoreUnavailableError):
                 runtime.store.sandbox = draft  # held in order: it lands once the store writes again
                 raise
             runtime.store.sandbox = draft
             return draft
-        sandbox = self.manager.parked.get(sandbox_id)
+        sandbox = self.registry.parked.get(sandbox_id)
         if sandbox is None:
             raise SandboxNotFoundError()
         # Paused: only the stored record changes. Open the sealed store, commit, seal it again
@@ -343,27 +365,20 @@ class RuntimeTransitions:
         # or the next change would be stored with a gap and the sandbox could not be loaded.
         await self._take(sandbox_id)
         try:
-            store = await asyncio.to_thread(self.manager.open_store, sandbox_id)
+            store = await asyncio.to_thread(self.factory.open_store, sandbox_id)
             draft = copy.deepcopy(sandbox)
             command(draft, now)
-            self.manager.pipeline.stage(store, draft)
+            self.pipeline.stage(store, draft)
             try:
-                await self.manager.pipeline.flush(store)
+                await self.pipeline.flush(store)
             finally:
                 store.released = True
-                await self.manager.pipeline.run_in_writer(lambda: store.journal.seal())
+                await self.pipeline.run_in_writer(lambda: store.journal.seal())
         finally:
-            await asyncio.to_thread(self.manager.ownership.release, sandbox_id, False)
-        if self.manager.parked.get(sandbox_id) is sandbox:
-            self.manager.parked[sandbox_id] = draft
+            await asyncio.to_thread(self.ownership.release, sandbox_id, False)
+        self.registry.replace_record(draft, expected=sandbox)
         return draft
 
 
 async def _nothing(gate: RuntimeGate) -> None:
     """An admission waiting for a committed pause to end takes the lock and gives it back."""
-
-
-def _unawaited_failure(task: asyncio.Task) -> None:
-    """A transition whose caller gave up still ends; its failure is logged, never lost."""
-    if not task.cancelled() and task.exception() is not None and not isinstance(task.exception(), DomainError):
-        log.error("sandbox transition failed after its caller left", exc_info=task.exception())

@@ -62,6 +62,8 @@ class SandboxRuntime:
         self.io = SessionIO(self)  # input, signals, resize (typed: api/commands.py parses the wire)
         self.deleting: set[str] = set()
         self._lifecycle_locks: dict[str, asyncio.Lock] = {}
+        self._killed: tuple[list, list] | None = None  # what ``kill`` ended, for ``reap`` to wait for
+        self._reaped = False
 
     def lifecycle_lock(self, session_id: str) -> asyncio.Lock:
         """Lifecycle calls on one session (and its restart timer and expiry) go one at a time,
@@ -107,17 +109,28 @@ class SandboxRuntime:
             checkpoints.write_manifest(self.sandbox_id, manifest)
         await self.pipeline.run_in_writer(seal_and_write)
 
-    async def release(self) -> None:
-        """The one tear-down (pause, delete, shutdown, a lost runtime): no sweep, no timer,
-        every attempt and context abandoned (exits not recorded) and killed, then the isolation
-        released. Processes are killed before anything waits on them, and through the cgroup
-        (freeze, SIGKILL everything, thaw), so a frozen sandbox or a process that left its
-        group ends at once; the one wait is for all of them together, bounded in total."""
+    def kill(self) -> None:
+        """The first half of the one tear-down (pause, delete, shutdown, a lost runtime): no sweep,
+        no timer, every attempt and context abandoned (exits not recorded) and SIGKILLed, and then
+        everything left in the sandbox's cgroups (freeze, SIGKILL, thaw), so a frozen sandbox or a
+        process that left its group ends at once. Nothing here waits (``reap`` does)."""
+        if self._killed is not None:
+            return
         self.expiry.stop()
         self.retention.stop()
         lives = self.attempts.end_all()
         contexts = self.contexts.end_all()
-        await asyncio.to_thread(self.isolation.kill_all)
+        self.isolation.kill_all()
+        self._killed = (lives, contexts)
+
+    async def reap(self) -> None:
+        """The second half: one wait for every killed process together, bounded in total, then
+        the isolation released (whatever escaped the process groups ends with the cgroups)."""
+        self.kill()
+        if self._killed is None or self._reaped:
+            return
+        self._reaped = True
+        lives, contexts = self._killed
         ended = [live.exited.wait() for live in lives] + [c.exited.wait() for c in contexts]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + RELEASE_WAIT_S
@@ -130,8 +143,16 @@ class SandboxRuntime:
                 log.warning("sandbox %s: %d process(es) not reaped %.0f s after SIGKILL; the "
                             "cgroup release goes on", self.sandbox_id, len(pending), RELEASE_WAIT_S)
         await self.contexts.finish(contexts, max(0.0, deadline - loop.time()))
-        # Whatever escaped the process groups (a daemonised grandchild) ends with the cgroups.
         await asyncio.to_thread(self.isolation.release)
+
+    async def release(self) -> None:
+        """Every process ended and reaped, the isolation released (``kill``, then ``reap``)."""
+        self.kill()
+        await self.reap()
+
+    def stage_snapshots(self) -> int:
+        """A snapshot of every session changed since its last one, into the next commit."""
+        return self.retention.stage_snapshots()
 
     async def close(self) -> None:
         """Close the store. Nothing more is staged for it; it is closed on the writer thread,
@@ -176,6 +197,9 @@ class SandboxRuntime:
         if session is None or session_id in self.deleting:
             raise SessionNotFoundError()
         return session
+
+    def session_ids(self) -> list[str]:
+        return list(self.store.sessions)
 
     def list_sessions(self) -> list[Session]:
         return sorted(self.store.sessions.values(), key=lambda s: (s.created_ns, s.id))

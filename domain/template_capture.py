@@ -27,8 +27,10 @@ from .model.errors import SandboxConflictError, SandboxNotFoundError, TemplateEx
 from .model.rootfs_snapshot import TEMPLATE
 from .model.timefmt import rfc3339
 
+from .task_owner import TaskOwner
+
 if TYPE_CHECKING:
-    from .sandboxes import SandboxManager
+    from .sandbox_manager import SandboxManager
     from .templates import Template
 
 log = logging.getLogger(__name__)
@@ -41,7 +43,7 @@ class TemplateCapture:
         self.manager = manager
         self.templates = manager.templates
         self.snapshots = manager.snapshots
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = TaskOwner("template captures")
 
     async def create(self, template_id: str, sandbox_id: str, overrides: dict, team: str,
                      viewer: Principal | None, key: str = "") -> Template:
@@ -51,7 +53,7 @@ class TemplateCapture:
             return existing
         self.snapshots.check_available()  # 503 with the reason before anything is made
         try:
-            source = self.manager.sandbox(sandbox_id)
+            source = self.manager.registry.sandbox(sandbox_id)
         except SandboxNotFoundError:
             raise SandboxNotFoundError("source sandbox not found") from None
         if viewer is not None and not viewer.sees(source.team_id):
@@ -64,10 +66,8 @@ class TemplateCapture:
         creation = {"state": "creating", "stage": "capturing", "startedAt": rfc3339(now)}
         template = await asyncio.to_thread(self.templates.create_captured, template_id, spec, team, creation,
                                            snapshot_id, {"sandbox_id": sandbox_id, "key": key, "digest": digest})
-        task = asyncio.get_running_loop().create_task(
-            self._capture(template_id, team, sandbox_id, snapshot_id, creation))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(self._capture(template_id, team, sandbox_id, snapshot_id, creation),
+                          f"capture of template {template_id}")
         return template
 
     def _same_request(self, template_id: str, team: str, key: str, digest: str) -> Template | None:
@@ -152,7 +152,4 @@ class TemplateCapture:
         return fixed
 
     async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=10)
+        await self._tasks.close(timeout_s=10)

@@ -19,7 +19,7 @@ from session_supervisor.domain.api_keys import ApiKeys
 from session_supervisor.domain.commits import CommitPipeline
 from session_supervisor.domain.hub import Hub
 from session_supervisor.domain.networks import NoNetworks
-from session_supervisor.domain.sandboxes import SandboxManager
+from session_supervisor.domain.sandbox_manager import SandboxManager
 from session_supervisor.domain.sandbox_store import live_entry
 
 from .checkpoint import Checkpoints
@@ -131,7 +131,7 @@ class Container:
             lease_seconds=self.settings.lease_seconds, templates=self.templates, volumes=self.volumes,
             snapshot_store=await asyncio.to_thread(self._snapshot_store), snapshot_quota=self.settings.snapshot_quota)
         if self.volumes is not None:
-            self.volumes.running = lambda sandbox_id: sandbox_id in self.manager.running
+            self.volumes.running = lambda sandbox_id: sandbox_id in self.manager.registry.running
         await self.manager.start()
         self.manager.snapshots.start()  # expiry
         self.captures = TemplateCapture(self.manager)  # templates from a sandbox
@@ -221,7 +221,7 @@ class Container:
         (bwrap binds it; under the host runtime /tmp is the host's, so it is not offered). A volume
         bound at /workspace is reached through its own mount, where files belong to its root."""
         workspace = self.dirs.workspace(sandbox_id)
-        volume = self.manager.isolator.workspace_of(sandbox_id) if self.volumes is not None else None
+        volume = self.manager.factory.isolator.workspace_of(sandbox_id) if self.volumes is not None else None
         areas = {"/workspace": volume or workspace}
         tmp = sandbox_tmp_dir(workspace) if self.launcher.name != "host" else None
         if tmp is not None:

@@ -70,7 +70,7 @@ class MetricsSampler:
             await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
 
     async def sample_once(self) -> None:
-        running = {sid: runtime for sid, runtime in self.manager.running.items()}
+        running = {sid: runtime for sid, runtime in self.manager.registry.running.items()}
         with_disk = self._ticks % DISK_EVERY == 0
         self._ticks += 1
         taken = await asyncio.to_thread(self._read, running, with_disk)
@@ -79,7 +79,7 @@ class MetricsSampler:
             if ring is None:
                 ring = self.rings[sandbox_id] = deque(maxlen=RING)
             ring.append(sample)
-        known = set(self.manager.running) | set(self.manager.parked)
+        known = set(self.manager.registry.running) | set(self.manager.registry.parked)
         for sandbox_id in [s for s in self.rings if s not in known]:  # deleted
             del self.rings[sandbox_id]
             self._disk.pop(sandbox_id, None)

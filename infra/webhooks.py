@@ -90,7 +90,7 @@ class Webhooks:
     async def reconcile(self, sandbox_id: str) -> None:
         async with self._lock(sandbox_id):
             try:
-                sandbox = self.manager.sandbox(sandbox_id)
+                sandbox = self.manager.registry.sandbox(sandbox_id)
             except DomainError:
                 return
             config = sandbox.config.get("webhook")
@@ -117,7 +117,7 @@ class Webhooks:
             if sub is None:
                 return
             try:
-                self.manager.sandbox(sandbox_id)
+                self.manager.registry.sandbox(sandbox_id)
                 return  # still there
             except DomainError:
                 pass
@@ -150,7 +150,7 @@ class Webhooks:
             await asyncio.sleep(SWEEP_S)
 
     async def sweep(self) -> None:
-        known = {**{sid: rt.store.sandbox for sid, rt in self.manager.running.items()}, **self.manager.parked}
+        known = {**{sid: rt.store.sandbox for sid, rt in self.manager.registry.running.items()}, **self.manager.registry.parked}
         for sandbox_id, sandbox in known.items():
             if sandbox.config.get("webhook") and self._seen.get(sandbox_id) != sandbox.version:
                 try:
@@ -164,12 +164,12 @@ class Webhooks:
     # ---- file.modified -----------------------------------------------------------------------------
     def _keep_file_watches(self) -> None:
         for sandbox_id, (generation, task) in list(self._watches.items()):
-            runtime = self.manager.running.get(sandbox_id)
+            runtime = self.manager.registry.running.get(sandbox_id)
             if runtime is None or runtime.generation != generation or task.done() or sandbox_id not in self.subs:
                 task.cancel()
                 del self._watches[sandbox_id]
         for sandbox_id, sub in self.subs.items():
-            runtime = self.manager.running.get(sandbox_id)
+            runtime = self.manager.registry.running.get(sandbox_id)
             if sub.watch_dir and runtime is not None and sandbox_id not in self._watches:
                 task = asyncio.get_running_loop().create_task(self._watch_files(sandbox_id, sub))
                 self._watches[sandbox_id] = (runtime.generation, task)

@@ -20,6 +20,7 @@ import asyncio
 import time
 
 from session_supervisor.domain.model.errors import NotFoundError
+from session_supervisor.domain.sandbox_registry import Retirement
 
 from .verbs import _call, verb
 from .world import CALL_TIMEOUT_S, World
@@ -40,7 +41,7 @@ async def _completed(world: World, step: dict, label: str, coro) -> list[str]:
 
 def _remember_live_pids(world: World) -> list[int]:
     """The pids of the runtime about to be released, for ``expect_sandbox old_processes_gone``."""
-    runtime = world.manager.running.get(world.sandbox_id)
+    runtime = world.manager.registry.running.get(world.sandbox_id)
     if runtime is None:
         return []
     pids = [s.attempt["pid"] for s in runtime.store.sessions.values()
@@ -51,7 +52,7 @@ def _remember_live_pids(world: World) -> list[int]:
 
 def _sandbox_line(world: World) -> str:
     try:
-        sandbox = world.manager.sandbox(world.sandbox_id)
+        sandbox = world.manager.registry.sandbox(world.sandbox_id)
     except NotFoundError:
         return "sandbox is gone"
     return f"sandbox is {sandbox.status}, generation {sandbox.runtime_generation}"
@@ -61,14 +62,14 @@ def _sandbox_line(world: World) -> str:
 async def pause(world: World, step: dict) -> list[str]:
     """POST /pause: barrier, freeze, commit, snapshots, sealed store, manifest, runtime released."""
     pids = _remember_live_pids(world)
-    lines = await _completed(world, step, "pause", world.manager.pause(world.sandbox_id))
+    lines = await _completed(world, step, "pause", world.manager.transitions.pause(world.sandbox_id))
     return [*lines, f"  {_sandbox_line(world)}; released processes {pids}"]
 
 
 @verb("resume", optional=SANDBOX_CALL)
 async def resume(world: World, step: dict) -> list[str]:
     """POST /resume: verify the manifest, reopen the store, generation + 1, recovery (§6.6)."""
-    lines = await _completed(world, step, "resume", world.manager.resume(world.sandbox_id))
+    lines = await _completed(world, step, "resume", world.manager.transitions.resume(world.sandbox_id))
     return [*lines, f"  {_sandbox_line(world)}"]
 
 
@@ -77,13 +78,13 @@ async def replace_runtime(world: World, step: dict) -> list[str]:
     """The runtime is lost under a live server: processes gone, memory dropped, state dir kept."""
     manager, sandbox_id = world.manager, world.sandbox_id
     pids = _remember_live_pids(world)
-    async with manager.gate(sandbox_id).lock:
-        runtime = manager.running.pop(sandbox_id, None)
-        if runtime is not None:
-            await runtime.release()  # ends the processes without recording the exits
-            await runtime.close()  # what was staged and not committed is lost
-        manager.parked.pop(sandbox_id, None)
-        await manager.bring_up(sandbox_id)
+    async with manager.registry.gate(sandbox_id).lock:
+        if sandbox_id in manager.registry.running:
+            # Ended as on a lost lease: processes killed without recording their exits, and what
+            # was staged and not committed is lost with the store closed.
+            await manager.registry.retire(sandbox_id, Retirement.HANDED_OVER)
+        manager.registry.forget_stale(sandbox_id)
+        await manager.transitions.bring_up(sandbox_id)
     await world.settle()
     return [f"runtime replaced (processes {pids} ended unrecorded)", f"  {_sandbox_line(world)}"]
 
@@ -115,7 +116,7 @@ async def access(world: World, step: dict) -> list[str]:
     mutating = step.get("mutating", False)
 
     async def admitted():
-        ticket = await world.manager.admit(world.sandbox_id, mutating=mutating, streaming=False)
+        ticket = await world.manager.transitions.admit(world.sandbox_id, mutating=mutating, streaming=False)
         if ticket is not None:
             ticket.release()
     lines = await _completed(world, step, f"a {'mutating' if mutating else 'read'} session call",
@@ -127,7 +128,7 @@ async def access(world: World, step: dict) -> list[str]:
 async def configure_sandbox(world: World, step: dict) -> list[str]:
     """PUT /sandboxes/{id}: merge ``config`` (ttl, hard_ttl, auto_resume) into the sandbox's."""
     return await _completed(world, step, f"configure sandbox {step['config']}",
-                            world.manager.update(world.sandbox_id, step["config"]))
+                            world.manager.transitions.update(world.sandbox_id, step["config"]))
 
 
 def _attempt_line(attempt: dict) -> str:
@@ -162,7 +163,7 @@ def _released_pids(world: World) -> list[int]:
     known = set(world.retired) | set(world._pids.values())
     if world.is_fake:
         known |= {process.pid for process in world.runner.processes}
-    runtime = world.manager.running.get(world.sandbox_id)
+    runtime = world.manager.registry.running.get(world.sandbox_id)
     live = set() if runtime is None else {
         s.attempt["pid"] for s in runtime.store.sessions.values()
         if s.attempt and "pid" in s.attempt and "finished_ns" not in s.attempt}
@@ -171,7 +172,7 @@ def _released_pids(world: World) -> list[int]:
 
 def _sandbox_problems(world: World, step: dict) -> list[str]:
     try:
-        sandbox = world.manager.sandbox(world.sandbox_id)
+        sandbox = world.manager.registry.sandbox(world.sandbox_id)
     except NotFoundError:
         sandbox = None
     problems = []

@@ -131,7 +131,7 @@ class World:
         # The writer goes first: it finishes what it already holds, and only then are the
         # stores closed (closing a connection the writer is using can crash the process).
         await asyncio.to_thread(container.writer.close)
-        for runtime in container.manager.running.values():
+        for runtime in container.manager.registry.running.values():
             await asyncio.to_thread(runtime.store.close)
 
     async def close(self) -> None:
@@ -147,7 +147,7 @@ class World:
 
     @property
     def runtime(self):
-        return self.manager.runtime_for(self.sandbox_id)
+        return self.manager.registry.runtime_for(self.sandbox_id)
 
     def session_id(self, name: str) -> str:
         try:
@@ -172,7 +172,7 @@ class World:
 
     def _note_pids(self) -> None:
         # A pid is public only while its process lives; remember it for later expectations.
-        for runtime in self.manager.running.values():
+        for runtime in self.manager.registry.running.values():
             for session_id, session in runtime.store.sessions.items():
                 attempt = session.attempt
                 if attempt and "pid" in attempt and "finished_ns" not in attempt:
@@ -214,12 +214,12 @@ class World:
     def _lifecycle_busy(self) -> bool:
         # A pause or resume (e.g. started by the ttl sweep) waits on the writer thread, not the clock.
         manager = self.container.manager if self.container is not None else None
-        return manager is not None and any(g.lock.locked() for g in manager.transitions.gates.values())
+        return manager is not None and any(g.lock.locked() for g in manager.registry.gates.values())
 
     def _signature(self) -> tuple:
         sessions = []
         if self.container is not None and self.container.manager is not None:
-            for runtime in self.manager.running.values():
+            for runtime in self.manager.registry.running.values():
                 committed = runtime.store.committed_seq
                 sessions.extend((sid, s.version, committed.get(sid), s.phase)
                                 for sid, s in runtime.store.sessions.items())

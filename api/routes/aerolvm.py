@@ -35,7 +35,7 @@ def manager(request: Request):
 
 
 def runtime_of(request: Request, sandbox_id: str):
-    return manager(request).runtime_for(sandbox_id)
+    return manager(request).registry.runtime_for(sandbox_id)
 
 
 def reply(data, status: int = 200) -> HTTPResponse:
@@ -80,13 +80,13 @@ async def create_sandbox(request: Request):
 @http_bp.get("/<sandbox_id>")
 async def get_sandbox(request: Request, sandbox_id: str):
     """200 Sandbox; 404 sandbox not found."""
-    return reply(shapes.render_sandbox(manager(request).sandbox(sandbox_id), _flag(request, "include_env")))
+    return reply(shapes.render_sandbox(manager(request).registry.sandbox(sandbox_id), _flag(request, "include_env")))
 
 
 @http_bp.delete("/<sandbox_id>")
 async def delete_sandbox(request: Request, sandbox_id: str):
     """204; 404 sandbox not found."""
-    await manager(request).delete(sandbox_id)
+    await manager(request).transitions.delete(sandbox_id)
     return HTTPResponse(status=204)
 
 

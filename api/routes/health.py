@@ -35,7 +35,7 @@ async def health(request: Request):
     """The AeroLVM SDK's ``health()`` (``GET /health``, no /v1): the facade's bare JSON, no envelope."""
     manager = request.app.ctx.container.manager
     ready = manager is not None
-    body = {"status": "ok" if ready else "starting", "sandboxes": len(manager.list()) if ready else 0,
+    body = {"status": "ok" if ready else "starting", "sandboxes": len(manager.registry.list()) if ready else 0,
             "version": server_version()}
     return json(body, 200 if ready else 503)
 

@@ -19,7 +19,7 @@ MAX_RANGE_S = 30 * 86400
 @bp.get("/catalog", ctx_action="get_sandbox_metrics_catalog")
 async def metrics_catalog(request: Request, sandbox_id: str):
     """200 {metrics: [{name, kind, unit, dimensions, description}]}; 404 not_found."""
-    request.app.ctx.container.manager.sandbox(sandbox_id)
+    request.app.ctx.container.manager.registry.sandbox(sandbox_id)
     return ok({"metrics": m.catalog()})
 
 
@@ -27,7 +27,7 @@ async def metrics_catalog(request: Request, sandbox_id: str):
 async def sandbox_metrics(request: Request, sandbox_id: str):
     """200 {start_time, end_time, step_seconds, series, freshness, gaps, partial}; 400; 404."""
     container = request.app.ctx.container
-    container.manager.sandbox(sandbox_id)
+    container.manager.registry.sandbox(sandbox_id)
     args = request.args
     now = time.time_ns()
     end = parse_time(args.get("end_time"), "end_time") or now

@@ -36,7 +36,7 @@ def reader(request: Request) -> ObservabilityReader:
 
 
 def _team(request: Request, sandbox_id: str) -> str:
-    return request.app.ctx.container.manager.sandbox(sandbox_id).team_id  # 404 for an unknown sandbox
+    return request.app.ctx.container.manager.registry.sandbox(sandbox_id).team_id  # 404 for an unknown sandbox
 
 
 def _instance(request: Request) -> str:
@@ -82,7 +82,7 @@ async def list_events(request: Request, sandbox_id: str):
 
 async def _watch(request: Request, sandbox_id: str, query, fetch, render, kind: str):
     read = reader(request)
-    read.manager.sandbox(sandbox_id)  # 404 before the stream starts
+    read.manager.registry.sandbox(sandbox_id)  # 404 before the stream starts
     if not query.positions and not query.start_ns:  # from now on
         query.positions = read.latest_positions(sandbox_id)
     ending = _ending(request.app)

@@ -124,7 +124,7 @@ async def rebase(request: Request, sandbox_id: str):
     ttl = body.get("rollback_ttl", 86400)
     if isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 <= ttl <= ROLLBACK_MAX:
         raise _bad(f"rollback_ttl must be an integer from 0 to {ROLLBACK_MAX}")
-    manager(request).sandbox(sandbox_id)
+    manager(request).registry.sandbox(sandbox_id)
     raise ApiError(503, "unavailable", "rootfs rebase is not supported by this server")
 
 
@@ -150,5 +150,5 @@ async def fork_sandbox(request: Request, sandbox_id: str):
     ttl, hard_ttl = _fork_deadline(config, "ttl"), _fork_deadline(config, "hard_ttl")
     if ttl and hard_ttl and ttl > hard_ttl:
         raise _bad("ttl must be less than or equal to hard_ttl")
-    child = await fork(manager(request), manager(request).snapshots, sandbox_id, ttl, hard_ttl)
+    child = await fork(manager(request).snapshots, sandbox_id, ttl, hard_ttl)
     return ok({"source_sandbox_id": sandbox_id, "sandbox": render_sandbox(child)}, 201)

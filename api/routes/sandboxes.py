@@ -230,13 +230,13 @@ def _paging(request: Request) -> tuple[int, int]:
 @bp.get("/<sandbox_id>", ctx_action="get_sandbox")
 async def get_sandbox(request: Request, sandbox_id: str):
     """200 Sandbox; 404 not_found."""
-    return ok(render_sandbox(manager(request).sandbox(sandbox_id)))
+    return ok(render_sandbox(manager(request).registry.sandbox(sandbox_id)))
 
 
 @bp.get("/<sandbox_id>/status", ctx_action="get_sandbox_status")
 async def sandbox_status(request: Request, sandbox_id: str):
     """200 SandboxStatus (+ resource_usage: workspace_bytes, memory, pids); 404 not_found."""
-    sandbox = render_sandbox(manager(request).sandbox(sandbox_id))
+    sandbox = render_sandbox(manager(request).registry.sandbox(sandbox_id))
     status = {k: sandbox[k] for k in ("template_id", "team_id", "runtime_id", "pod_name", "status",
                                       "claimed_at", "created_at", "expires_at", "hard_expires_at")}
     status = {"sandbox_id": sandbox["id"], **status}
@@ -251,7 +251,7 @@ async def sandbox_status(request: Request, sandbox_id: str):
 async def update_sandbox(request: Request, sandbox_id: str):
     """200 Sandbox (partial merge of config); 400 bad_request; 404 not_found; 503 unavailable."""
     body = _object(request)
-    current = manager(request).sandbox(sandbox_id)
+    current = manager(request).registry.sandbox(sandbox_id)
     if not isinstance(body.get("config"), dict):
         raise _bad("config is required")
     changes = parse_config(body["config"])
@@ -259,48 +259,48 @@ async def update_sandbox(request: Request, sandbox_id: str):
     if merged.get("ttl", 0) > 0 and merged.get("hard_ttl", 0) > 0 and merged["ttl"] > merged["hard_ttl"]:
         raise _bad("ttl must be less than or equal to hard_ttl")
     check_services_resume(merged)
-    return ok(render_sandbox(await manager(request).update(sandbox_id, changes)))
+    return ok(render_sandbox(await manager(request).transitions.update(sandbox_id, changes)))
 
 
 @bp.get("/<sandbox_id>/network", ctx_action="get_sandbox_network")
 async def get_network(request: Request, sandbox_id: str):
     """200 SandboxNetworkPolicy; 404 not_found."""
-    return ok(manager(request).network_policy(sandbox_id))
+    return ok(manager(request).network.policy_of(manager(request).registry.sandbox(sandbox_id)))
 
 
 @bp.put("/<sandbox_id>/network", ctx_action="update_sandbox_network")
 async def update_network(request: Request, sandbox_id: str):
     """200 SandboxNetworkPolicy, enforced for new connections before it answers; 400
     bad_request (malformed, or a rule this server does not enforce); 404; 503 unavailable."""
-    manager(request).sandbox(sandbox_id)
+    manager(request).registry.sandbox(sandbox_id)
     policy = parse_network(_object(request))
-    await manager(request).update(sandbox_id, {"network": policy})
-    return ok(manager(request).network_policy(sandbox_id))
+    await manager(request).transitions.update(sandbox_id, {"network": policy})
+    return ok(manager(request).network.policy_of(manager(request).registry.sandbox(sandbox_id)))
 
 
 @bp.post("/<sandbox_id>/pause", ctx_action="pause_sandbox")
 async def pause_sandbox(request: Request, sandbox_id: str):
     """200 {sandbox_id, paused, status}; 400 memory pause; 404 not_found; 503 unavailable."""
-    manager(request).sandbox(sandbox_id)
+    manager(request).registry.sandbox(sandbox_id)
     if _memory_flag(_object(request)):  # only the filesystem is checkpointed, never memory
         raise _bad("memory pause is not supported: only the filesystem is checkpointed")
-    sandbox = await manager(request).pause(sandbox_id)
+    sandbox = await manager(request).transitions.pause(sandbox_id)
     return ok({"sandbox_id": sandbox_id, "paused": sandbox.status == "paused", "status": sandbox.status})
 
 
 @bp.post("/<sandbox_id>/resume", ctx_action="resume_sandbox")
 async def resume_sandbox(request: Request, sandbox_id: str):
     """200 {sandbox_id, resumed}; 404 not_found (also past hard_ttl); 503 sandbox_resume_failed."""
-    manager(request).sandbox(sandbox_id)
+    manager(request).registry.sandbox(sandbox_id)
     _memory_flag(_object(request))  # memory: true falls back to the checkpointed filesystem
-    await manager(request).resume(sandbox_id)
+    await manager(request).transitions.resume(sandbox_id)
     return ok({"sandbox_id": sandbox_id, "resumed": True})
 
 
 @bp.post("/<sandbox_id>/refresh", ctx_action="refresh_sandbox")
 async def refresh_sandbox(request: Request, sandbox_id: str):
     """200 {sandbox_id, expires_at?, hard_expires_at?}; 400 negative duration; 404 not_found."""
-    manager(request).sandbox(sandbox_id)
+    manager(request).registry.sandbox(sandbox_id)
     duration = _object(request).get("duration")
     if duration is None:
         duration = 0
@@ -308,7 +308,7 @@ async def refresh_sandbox(request: Request, sandbox_id: str):
         raise _bad("duration must be a non-negative integer")
     if duration > MAX_SECONDS:
         raise _bad(f"duration must be at most {MAX_SECONDS}")
-    rendered = render_sandbox(await manager(request).refresh(sandbox_id, duration))
+    rendered = render_sandbox(await manager(request).transitions.refresh(sandbox_id, duration))
     return ok({"sandbox_id": sandbox_id, "expires_at": rendered["expires_at"],
                "hard_expires_at": rendered["hard_expires_at"]})
 
@@ -316,7 +316,7 @@ async def refresh_sandbox(request: Request, sandbox_id: str):
 @bp.delete("/<sandbox_id>", ctx_action="delete_sandbox")
 async def delete_sandbox(request: Request, sandbox_id: str):
     """202 {"message"}; 404 not_found."""
-    await manager(request).delete(sandbox_id)
+    await manager(request).transitions.delete(sandbox_id)
     webhooks = request.app.ctx.container.webhooks
     if webhooks is not None:  # sandbox.deleted now (the webhooks' sweep would in a second anyway)
         await webhooks.deleted(sandbox_id)

@@ -45,14 +45,14 @@ def services_response(request: Request, sandbox) -> dict:
 @bp.get("", ctx_action="get_sandbox_services", strict_slashes=False)
 async def get_services(request: Request, sandbox_id: str):
     """200 {sandbox_id, services, exposure_domain}; 404 not_found."""
-    return ok(services_response(request, request.app.ctx.container.manager.sandbox(sandbox_id)))
+    return ok(services_response(request, request.app.ctx.container.manager.registry.sandbox(sandbox_id)))
 
 
 @bp.put("", ctx_action="update_sandbox_services", strict_slashes=False)
 async def put_services(request: Request, sandbox_id: str):
     """200 as GET; 400 bad_request (missing or invalid services); 404 not_found; 503 unavailable."""
     manager = request.app.ctx.container.manager
-    sandbox = manager.sandbox(sandbox_id)
+    sandbox = manager.registry.sandbox(sandbox_id)
     try:
         body = parse_json(request)
     except ApiError as exc:
@@ -60,8 +60,8 @@ async def put_services(request: Request, sandbox_id: str):
     if not isinstance(body, dict) or body.get("services") is None:
         raise ApiError(400, "bad_request", "services is required")
     services = parse_services(body["services"], sandbox.auto_resume)
-    updated = await manager.update(sandbox_id, {"services": services})
-    runtime = manager.running.get(sandbox_id)
+    updated = await manager.transitions.update(sandbox_id, {"services": services})
+    runtime = manager.registry.running.get(sandbox_id)
     if runtime is not None:  # paused: a removed service's session is retired by a PUT once running
         await retire_removed(runtime, services)
     return ok(services_response(request, updated))

@@ -13,7 +13,7 @@ bp = Blueprint("sessions", url_prefix="/api/v1/sandboxes/<sandbox_id>/sessions")
 
 
 def runtime_of(request: Request, sandbox_id: str):
-    return request.app.ctx.container.manager.runtime_for(sandbox_id)
+    return request.app.ctx.container.manager.registry.runtime_for(sandbox_id)
 
 
 def rendered(runtime, session) -> dict:

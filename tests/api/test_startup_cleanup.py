@@ -11,7 +11,7 @@ import threading
 import httpx
 
 from tests.conftest import make_http
-from tests.helpers import TOKEN, err, ok
+from tests.helpers import TOKEN, err, ok, wait_for
 from tests.serverproc import ServerProcess
 
 U = "/api/v1/sandboxes"
@@ -51,7 +51,7 @@ def test_a_sandbox_whose_store_cannot_load_is_listed_as_failed_and_can_be_delete
             err(http.post(f"{U}/{sb}/resume", json={}), 503, "sandbox_resume_failed")
             ok(http.delete(f"{U}/{sb}"), 202)
             err(http.get(f"{U}/{sb}"), 404)
-        assert not (server.data_dir / "sandboxes" / sb).exists()
+        wait_for(lambda: not (server.data_dir / "sandboxes" / sb).exists())  # removed after the 202
     finally:
         server.stop()
 

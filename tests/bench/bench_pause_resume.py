@@ -54,16 +54,16 @@ async def resume_with_journal(events: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         async with started(Path(tmp)) as manager:
             sandbox = await manager.claim("default", {})
-            runtime = manager.runtime_for(sandbox.id)
+            runtime = manager.registry.runtime_for(sandbox.id)
             session, _ = await commands.create_session(runtime, {"command": ["sleep", "600"]}, "")
             for start in range(0, events, 1000):  # batches: one aggregate never holds 100k pending
                 for _ in range(min(1000, events - start)):
                     session.record_output("stdout", b"x" * 64, manager.clock.now_ns())
                 runtime.pipeline.stage(runtime.store, session)
                 await runtime.pipeline.flush()
-            await manager.pause(sandbox.id)
+            await manager.transitions.pause(sandbox.id)
             t = time.perf_counter()
-            await manager.resume(sandbox.id)
+            await manager.transitions.resume(sandbox.id)
             return time.perf_counter() - t
 
 

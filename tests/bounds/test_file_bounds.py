@@ -12,7 +12,7 @@ import pytest
 from websockets.sync.client import connect
 
 from tests.conftest import make_http
-from tests.helpers import TOKEN, claim_sandbox, ok, run_to_exit
+from tests.helpers import TOKEN, claim_sandbox, ok, run_to_exit, wait_for
 from tests.serverproc import ServerProcess
 
 from .memory import MIB, PeakSampler, inotify_instances, open_fds, rss_bytes
@@ -54,7 +54,7 @@ def test_a_1500_deep_directory_is_statused_deleted_and_goes_with_its_sandbox(har
     make_deep(http, sb, 1500)  # again, and this time the sandbox goes with it
     assert http.delete(f"/api/v1/sandboxes/{sb}").status_code == 202
     sandboxes = hardened.data_dir / "sandboxes"
-    assert not (sandboxes / sb).exists()
+    wait_for(lambda: not (sandboxes / sb).exists(), timeout=30)  # removed after the answer
     assert not [p.name for p in sandboxes.iterdir() if p.name.startswith(".removing-")]
 
 

@@ -7,7 +7,7 @@ import uuid
 import pytest
 import sandbox0
 
-from tests.helpers import TOKEN
+from tests.helpers import TOKEN, wait_for
 
 from .fixtures import os_release
 
@@ -80,7 +80,7 @@ def test_the_image_itself_cannot_be_written_from_inside(image_http, template, im
         assert out.split()[-3:-1] == ["0", out.split()[-2]] and out.split()[-1] == "1"  # one uid, mapped to root
     finally:
         image_http.delete(f"/api/v1/sandboxes/{sandbox_id}")
-    assert not (image_server.data_dir / "sandboxes" / sandbox_id).exists()  # unmounted, removed
+    wait_for(lambda: not (image_server.data_dir / "sandboxes" / sandbox_id).exists())  # unmounted, removed (after the 202)
 
 
 def test_a_default_sandbox_next_to_them_still_runs_on_the_hosts_system(image_http):

@@ -32,18 +32,18 @@ def stored_versions(db) -> list[tuple[int, str]]:
 
 async def call(manager, sandbox_id: str, op: str, rng: random.Random):
     if op == "pause":
-        return await manager.pause(sandbox_id)
+        return await manager.transitions.pause(sandbox_id)
     if op == "resume":
-        return await manager.resume(sandbox_id)
+        return await manager.transitions.resume(sandbox_id)
     if op == "refresh":
-        return await manager.refresh(sandbox_id, rng.randint(60, 3600))
+        return await manager.transitions.refresh(sandbox_id, rng.randint(60, 3600))
     if op == "ttl":
-        return await manager.update(sandbox_id, {"ttl": rng.randint(60, 3600)})
+        return await manager.transitions.update(sandbox_id, {"ttl": rng.randint(60, 3600)})
     if op == "auto_resume":
-        return await manager.update(sandbox_id, {"auto_resume": rng.random() < 0.5})
+        return await manager.transitions.update(sandbox_id, {"auto_resume": rng.random() < 0.5})
     if op == "network":
         mode = rng.choice(("allow-all", "block-all"))
-        return await manager.update(sandbox_id, {"network": {"mode": mode}})
+        return await manager.transitions.update(sandbox_id, {"network": {"mode": mode}})
     raise AssertionError(op)
 
 
@@ -81,7 +81,7 @@ def test_random_interleavings_of_lifecycle_calls_keep_every_acknowledged_change(
         async def body():
             async with started(data) as manager:
                 sandbox = await manager.claim("default", {})
-                runtime = manager.runtime_for(sandbox.id)
+                runtime = manager.registry.runtime_for(sandbox.id)
                 for _ in range(2):
                     await commands.create_session(runtime, SLEEP, "")
                 ops = 0
@@ -101,15 +101,15 @@ def test_random_interleavings_of_lifecycle_calls_keep_every_acknowledged_change(
 
         async def reopen_and_delete_amid_other_calls():
             async with started(data) as manager:
-                assert manager.sandbox(sandbox_id).status in ("running", "paused")
+                assert manager.registry.sandbox(sandbox_id).status in ("running", "paused")
                 ops = [rng.choice(("pause", "resume", *RECONFIGURING)) for _ in range(3)]
                 others = [asyncio.create_task(call(manager, sandbox_id, op, rng)) for op in ops]
                 await asyncio.sleep(rng.choice((0, 0.001, 0.01)))
-                await manager.delete(sandbox_id)
+                await manager.transitions.delete(sandbox_id)
                 await asyncio.gather(*others, return_exceptions=True)  # after the delete: 404
                 await manager.transitions.settle(10)
                 assert not (data / "sandboxes" / sandbox_id).exists()
-                assert sandbox_id not in manager.running and sandbox_id not in manager.parked
-                assert sandbox_id not in manager.transitions.gates
+                assert sandbox_id not in manager.registry.running and sandbox_id not in manager.registry.parked
+                assert sandbox_id not in manager.registry.gates
         run(reopen_and_delete_amid_other_calls)
         print(f"seed {seed}: {tally}, {len(versions)} sandbox versions")

@@ -67,13 +67,13 @@ def store_shape(db) -> tuple[dict, dict]:
 
 async def new_sandbox(manager, sessions: int):
     sandbox = await manager.claim("default", {})
-    runtime = manager.runtime_for(sandbox.id)
+    runtime = manager.registry.runtime_for(sandbox.id)
     ids = [(await commands.create_session(runtime, SLEEP, ""))[0].id for _ in range(sessions)]
     return sandbox.id, ids
 
 
 def pids_of(manager, sandbox_id: str, ids) -> list[int]:
-    sessions = manager.runtime_for(sandbox_id).store.sessions
+    sessions = manager.registry.runtime_for(sandbox_id).store.sessions
     return [sessions[sid].attempt["pid"] for sid in ids]
 
 
@@ -83,26 +83,26 @@ def test_a_hundred_pause_resume_cycles_of_twenty_sessions_keep_every_attempt_and
     async def body():
         async with started(tmp_path) as manager:
             sb, ids = await new_sandbox(manager, 20)
-            db = manager.checkpoints.dirs.state_dir(sb) / "journal.sqlite"
+            db = manager.factory.checkpoints.dirs.state_dir(sb) / "journal.sqlite"
             for _ in range(cycles):
                 pids = pids_of(manager, sb, ids)
                 every_pid.extend(pids)
-                await manager.pause(sb)
+                await manager.transitions.pause(sb)
                 assert [pid for pid in pids if not gone(pid)] == []
                 tails, snapshots = store_shape(db)
                 assert set(tails.values()) == {0} and set(snapshots.values()) == {1}
                 started_at = time.perf_counter()
-                await manager.resume(sb)
+                await manager.transitions.resume(sb)
                 resume_s.append(time.perf_counter() - started_at)
-            assert manager.sandbox(sb).runtime_generation == cycles + 1
-            store = manager.runtime_for(sb).store
+            assert manager.registry.sandbox(sb).runtime_generation == cycles + 1
+            store = manager.registry.runtime_for(sb).store
             for sid in ids:
                 records = await asyncio.to_thread(store.read_records, sid, 0,
                                                   store.committed_seq[sid], 10**6, True)
                 assert_complete_history(records, cycles)
                 assert [a["number"] for a in store.sessions[sid].attempts] == list(range(1, cycles + 2))
             every_pid.extend(pids_of(manager, sb, ids))
-            await manager.delete(sb)
+            await manager.transitions.delete(sb)
         assert [pid for pid in every_pid if not gone(pid)] == []
 
     run(body, timeout_s=110)
@@ -123,20 +123,20 @@ def test_the_barrier_refuses_new_mutating_calls_while_reads_and_streams_go_on(tm
     async def body():
         async with started(tmp_path) as manager:
             sb, _ids = await new_sandbox(manager, 1)
-            in_flight = await manager.admit(sb, mutating=True, streaming=False)
-            pausing = asyncio.create_task(manager.pause(sb))
-            await wait_until(lambda: manager.gate(sb).barrier)
+            in_flight = await manager.transitions.admit(sb, mutating=True, streaming=False)
+            pausing = asyncio.create_task(manager.transitions.pause(sb))
+            await wait_until(lambda: manager.registry.gate(sb).barrier)
             with pytest.raises(UnavailableError, match="barrier"):
-                await manager.admit(sb, mutating=True, streaming=False)
+                await manager.transitions.admit(sb, mutating=True, streaming=False)
             with pytest.raises(UnavailableError, match="barrier"):  # a WebSocket upgrade
-                await manager.admit(sb, mutating=True, streaming=True)
-            (await manager.admit(sb, mutating=False, streaming=False)).release()
-            assert await manager.admit(sb, mutating=False, streaming=True) is None  # SSE
+                await manager.transitions.admit(sb, mutating=True, streaming=True)
+            (await manager.transitions.admit(sb, mutating=False, streaming=False)).release()
+            assert await manager.transitions.admit(sb, mutating=False, streaming=True) is None  # SSE
             await asyncio.sleep(0.05)
             assert not pausing.done(), "the barrier waits for the call in flight"
             in_flight.release()
             await pausing
-            assert manager.sandbox(sb).status == "paused"
+            assert manager.registry.sandbox(sb).status == "paused"
 
     run(body)
 
@@ -146,15 +146,15 @@ def test_a_ttl_pause_gives_way_to_a_session_call_before_it_commits(tmp_path):
         async with started(tmp_path) as manager:
             sb, ids = await new_sandbox(manager, 1)
             pid = pids_of(manager, sb, ids)[0]
-            in_flight = await manager.admit(sb, mutating=True, streaming=False)
-            pausing = asyncio.create_task(manager.pause(sb, automatic=True))
-            await wait_until(lambda: manager.gate(sb).barrier)
-            access = asyncio.create_task(manager.admit(sb, mutating=True, streaming=False))
-            await wait_until(lambda: manager.gate(sb).cancel_requested)
+            in_flight = await manager.transitions.admit(sb, mutating=True, streaming=False)
+            pausing = asyncio.create_task(manager.transitions.pause(sb, automatic=True))
+            await wait_until(lambda: manager.registry.gate(sb).barrier)
+            access = asyncio.create_task(manager.transitions.admit(sb, mutating=True, streaming=False))
+            await wait_until(lambda: manager.registry.gate(sb).cancel_requested)
             in_flight.release()
             await pausing
             (await access).release()
-            assert (manager.sandbox(sb).status, manager.sandbox(sb).runtime_generation) == ("running", 1)
+            assert (manager.registry.sandbox(sb).status, manager.registry.sandbox(sb).runtime_generation) == ("running", 1)
             assert process_state(pid) in ("S", "R") and pids_of(manager, sb, ids) == [pid]
 
     run(body)
@@ -164,7 +164,7 @@ def test_a_freeze_that_does_not_commit_is_thawed_on_the_same_attempt(tmp_path):
     async def body():
         async with started(tmp_path) as manager:
             sb, ids = await new_sandbox(manager, 1)
-            runtime = manager.runtime_for(sb)
+            runtime = manager.registry.runtime_for(sb)
             session = runtime.store.sessions[ids[0]]
             pid, attempt = session.attempt["pid"], session.attempt_id
             frozen = runtime.freeze(manager.clock.now_ns())
@@ -191,14 +191,14 @@ def test_a_user_paused_sandbox_found_at_start_stays_paused_and_its_old_processes
     async def first():
         async with started(tmp_path) as manager:
             sb, ids = await new_sandbox(manager, 2)
-            attempts = [manager.runtime_for(sb).store.sessions[sid].attempt for sid in ids]
-            await manager.pause(sb)
+            attempts = [manager.registry.runtime_for(sb).store.sessions[sid].attempt for sid in ids]
+            await manager.transitions.pause(sb)
             return sb, sorted((a["pid"], a["start_time"]) for a in attempts)
 
     async def second():
         async with started(tmp_path, reap=lambda pid, start: reaped.append((pid, start))) as manager:
-            sandbox = manager.sandbox(sb)
-            return sandbox.status, sandbox.runtime_generation, sb in manager.running
+            sandbox = manager.registry.sandbox(sb)
+            return sandbox.status, sandbox.runtime_generation, sb in manager.registry.running
 
     sb, recorded = run(first)
     assert run(second) == ("paused", 1, False)
