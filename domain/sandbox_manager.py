@@ -122,8 +122,6 @@ class SandboxManager:
         config = plan.config
         source = self.snapshots.claim_source(config["rootfs"], snapshot_id, owner)  # None: an empty disk
         sandbox_id = sandbox_id_from(self.new_uuid_hex())
-        if mounts:  # a volume of a sandbox whose delete was answered is free once its tear-down ends
-            await self.registry.settle()
         bound = await self.volumes.bind(sandbox_id, team_id, mounts or [])  # 404/409 before anything is made
         if bound:
             config = {**config, "mounts": bound}

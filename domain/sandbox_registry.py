@@ -8,9 +8,9 @@ lock and pause barrier) while it is known. Nothing else writes these tables: a n
 ``retire(sandbox_id, how)``, whose table (``Retirement``) says what each cause tears down.
 
 A delete answers once the sandbox is durably gone from the node's books (its journal removed,
-its lease forgotten) and its processes are SIGKILLed; waiting for them to be reaped, removing
-the cgroups, the network namespace, the disk and the directory, and freeing its volumes happen
-after the answer, in a task the registry owns (``settle`` waits for them; shutdown does). The id
+its lease forgotten, its volumes unbound) and its processes are SIGKILLed; waiting for them to be
+reaped, removing the cgroups, the network namespace, the disk and the directory happen after the
+answer, in a task the registry owns (``settle`` waits for them; shutdown does). The id
 is refused from the first moment. A server killed meanwhile finds a directory without a journal
 at its next start and removes it as an unfinished claim, and sweeps the namespaces and cgroups of
 its data dir: an answered delete is never undone.
@@ -44,12 +44,14 @@ class Retirement(enum.Enum):
     """Why a runtime (or a whole sandbox) ends, and so what goes with it.
 
     | how          | streams end | processes | last events   | store   | network | files, volumes | lease    | gate |
-    | DELETED      | "deleted"   | killed    | committed     | removed | removed | removed        | forgot   | gone |
+    | DELETED      | "deleted"   | killed    | committed     | removed | removed | removed (*)    | forgot   | gone |
     | PAUSED       | (the hook)  | (the hook)| (sealed)      | sealed  | removed | kept           | released | kept |
     | SHUTDOWN     | "shutdown"  | killed    | + snapshots   | closed  | removed | kept           | kept     | kept |
     | HANDED_OVER  | "shutdown"  | killed    | none (fenced) | closed  | removed | kept           | kept     | kept |
     | FAILED_START | "shutdown"  | killed    | none          | closed  | removed | kept           | kept     | kept |
     | FAILED_CLAIM | —           | killed    | none          | removed | removed | removed        | forgot   | gone |
+
+    (*) volumes unbound before the answer, the rest after it.
     """
 
     DELETED = "deleted"
@@ -215,6 +217,9 @@ class SandboxRegistry:
             await runtime.close()
         await asyncio.to_thread(self._forget_journal, sandbox_id)
         await asyncio.to_thread(self._ownership.forget, sandbox_id)
+        # Its volumes are free at once (a claim on this node or another may bind them next): its
+        # processes are SIGKILLed already, so none of them writes to a volume again.
+        await self._unbind_volumes(sandbox_id)
         self._retiring[sandbox_id] = self._tasks.spawn(self._finish_delete(sandbox_id, runtime),
                                                        f"tear-down of {sandbox_id}")
 
@@ -223,13 +228,14 @@ class SandboxRegistry:
             if runtime is not None:
                 await runtime.reap()
                 await self._network.detach(sandbox_id)
-            await self._remove(sandbox_id)
+            await self._remove(sandbox_id, unbind=False)
         finally:
             self._retiring.pop(sandbox_id, None)
 
-    async def _remove(self, sandbox_id: str) -> None:
+    async def _remove(self, sandbox_id: str, unbind: bool = True) -> None:
         await asyncio.to_thread(self._remove_files, sandbox_id)
-        await self._unbind_volumes(sandbox_id)  # after its files: nothing of it uses them any more
+        if unbind:
+            await self._unbind_volumes(sandbox_id)  # after its files: nothing of it uses them any more
         await asyncio.to_thread(self._ownership.forget, sandbox_id)
         self._gates.pop(sandbox_id, None)
 
