@@ -25,7 +25,7 @@ from session_supervisor.domain.model.errors import (
     SessionNotRunningError,
 )
 from session_supervisor.domain.model.journal import JournalEntry
-from session_supervisor.domain.model.commands import InputRequest
+from session_supervisor.domain.model.commands import InputRequest, WriteInput
 
 from . import commands
 from .aerolvm_schema import exit_info, is_finished
@@ -235,9 +235,9 @@ class Attach:
         kind = control.get("type")
         try:
             if kind == "resize":
-                await commands.resize(self.runtime.io, self.session_id, {"rows": control.get("rows"), "cols": control.get("cols")})
+                await commands.resize(self.runtime, self.session_id, {"rows": control.get("rows"), "cols": control.get("cols")})
             elif kind == "signal":
-                await commands.send_signal(self.runtime.io, self.session_id, {"signal": control.get("signal")})
+                await commands.send_signal(self.runtime, self.session_id, {"signal": control.get("signal")})
         except DomainError as exc:
             # No reply channel: an error frame would end the client's wait(). A pipes
             # session ignores resizes, and an exited one gets its exit frame anyway.
@@ -247,7 +247,7 @@ class Attach:
     async def _write_stdin(self, data: bytes) -> None:
         request = InputRequest(f"attach-{uuid.uuid4().hex}", data, False, "")
         try:
-            await self.runtime.io.write(self.session_id, request)
+            await self.runtime.handle(WriteInput(self.session_id, request))
         except (SessionNotRunningError, OperationFailedError, SessionNotFoundError) as exc:
             # The process is gone: the exit frame follows, which is what the client waits for.
             log.debug("attach input to %s dropped: %s", self.session_id, exc.message)

@@ -1,4 +1,6 @@
-"""The Sandbox0 wire forms turned into the domain's typed commands, and the one call each makes.
+"""The Sandbox0 wire forms turned into the domain's typed commands, each handed to the runtime's
+one command table (``SandboxRuntime.handle``): the routes, the WebSocket frames and the scenarios
+all come through here.
 
 Base64 is decoded here, once; specs are normalized here; the domain never sees a request
 body. The order of checks is the contract's: JSON type errors and the body's 400s before
@@ -9,10 +11,20 @@ from __future__ import annotations
 
 import binascii
 
-from session_supervisor.domain.model.commands import InputRequest, bounded_key
+from session_supervisor.domain.model.commands import (
+    CreateAttempt,
+    CreateSession,
+    DeleteSession,
+    InputRequest,
+    ResizeTerminal,
+    SendSignal,
+    SetDesiredState,
+    UpdateSession,
+    WriteInput,
+    bounded_key,
+)
 from session_supervisor.domain.model.errors import InvalidRequestError
 from session_supervisor.domain.model.spec import normalize_spec
-from session_supervisor.domain.session_io import SessionIO
 
 from .wire import (
     body_object,
@@ -27,37 +39,41 @@ from .wire import (
 
 async def create_session(runtime, raw_spec, idempotency_key: str):
     spec = normalize_spec(raw_spec)
-    return await runtime.lifecycle.create_session(spec, bounded_key(idempotency_key, "Idempotency-Key"))
+    return await runtime.handle(CreateSession(spec, bounded_key(idempotency_key, "Idempotency-Key")))
 
 
 async def update_session(runtime, session_id: str, raw_spec):
-    return await runtime.lifecycle.update_session(session_id, normalize_spec(raw_spec))
+    return await runtime.handle(UpdateSession(session_id, normalize_spec(raw_spec)))
 
 
 async def set_desired_state(runtime, session_id: str, body):
-    return await runtime.lifecycle.set_desired_state(session_id, parse_desired_state(body_object(body)))
+    return await runtime.handle(SetDesiredState(session_id, parse_desired_state(body_object(body))))
 
 
 async def create_attempt(runtime, session_id: str, body):
     body = body_object(body)
     runtime.session(session_id)  # 404 before the body's field errors (as the reference answers)
-    return await runtime.lifecycle.create_attempt(session_id, parse_replace_current(body))
+    return await runtime.handle(CreateAttempt(session_id, parse_replace_current(body)))
 
 
-async def send_signal(io: SessionIO, session_id: str, body) -> None:
-    await io.send_signal(session_id, parse_signal_request(body_object(body)))
+async def delete_session(runtime, session_id: str) -> None:
+    await runtime.handle(DeleteSession(session_id))
 
 
-async def resize(io: SessionIO, session_id: str, body) -> None:
-    await io.resize(session_id, parse_resize(body_object(body)))
+async def send_signal(runtime, session_id: str, body) -> None:
+    await runtime.handle(SendSignal(session_id, parse_signal_request(body_object(body))))
 
 
-async def write_input(io: SessionIO, session_id: str, body: dict) -> dict:
+async def resize(runtime, session_id: str, body) -> None:
+    await runtime.handle(ResizeTerminal(session_id, parse_resize(body_object(body))))
+
+
+async def write_input(runtime, session_id: str, body: dict) -> dict:
     """``POST …/inputs`` and the ``/ws`` ``input`` frame: the reply once it is committed."""
     check_input_types(body)
-    io.refuse_when_full(session_id, optional_str(body, "input_id").strip(),
-                        len(optional_str(body, "data_base64")) * 3 // 4)
-    return await io.write(session_id, parse_input(body))
+    runtime.io.refuse_when_full(session_id, optional_str(body, "input_id").strip(),
+                                len(optional_str(body, "data_base64")) * 3 // 4)
+    return await runtime.handle(WriteInput(session_id, parse_input(body)))
 
 
 def check_input_types(body: dict) -> None:

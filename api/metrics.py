@@ -14,6 +14,7 @@ from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from sanic import HTTPResponse, Request
 
+from session_supervisor.domain.commit_routing import CommitObserver
 from session_supervisor.domain.model.journal import PUBLIC_TYPE
 
 # A commit is one fsync (synchronous=FULL): sub-millisecond when idle, tens of ms under load.
@@ -21,7 +22,7 @@ COMMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 OOM_REASONS = frozenset({"oom", "oom_killed"})
 
 
-class JournalCounters:
+class JournalCounters(CommitObserver):
     """What the journal says happened, counted as it is committed."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
@@ -82,7 +83,7 @@ class LiveState:
                 continue
             for session in runtime.list_sessions():
                 counts[session.phase] = counts.get(session.phase, 0) + 1
-            depth = sum(live.ops.qsize() for live in runtime.attempts.live.values())
+            depth = sum(live.attempt.ops.qsize() for live in runtime.store.live.values() if live.attempt is not None)
             queued.add_metric([sandbox_id], depth)
             store.add_metric([sandbox_id], _dir_bytes(manager.files.state_dir(sandbox_id)))
         for phase, count in sorted(counts.items()):

@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal as signals
+from functools import partial
 
 from .live_attempt import LiveAttempt
+from .live_session import LiveSession
 from .model.errors import OperationFailedError, UnavailableError
 from .model.phases import Phase
 from .model.session import READINESS_TIMEOUT, START_FAILED, Session
@@ -24,18 +26,25 @@ SETTLE_S = 5.0  # an attempt whose process is being started when a freeze comes
 class AttemptRunner:
     def __init__(self, host: AttemptHost) -> None:
         self.host = host  # its sandbox's runtime, seen through the AttemptHost port
-        self.live: dict[str, LiveAttempt] = {}
-        self.timers: dict[str, asyncio.Task] = {}  # backoff timers per session
-        self._tasks: set[asyncio.Task] = set()
 
     # ---- helpers --------------------------------------------------------------------------
-    def _spawn(self, coro, owner: set | None = None) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)
-        bucket = self._tasks if owner is None else owner
-        bucket.add(task)
-        task.add_done_callback(bucket.discard)
-        task.add_done_callback(_log_failure)
+    def _spawn(self, coro, name: str, bucket: set | None = None) -> asyncio.Task:
+        """A task of the runtime (ended with it); ``bucket``: also an attempt's own, ended with it."""
+        task = self.host.tasks.spawn(coro, name)
+        if bucket is not None:
+            bucket.add(task)
+            task.add_done_callback(bucket.discard)
         return task
+
+    def _live(self, session_id: str) -> LiveSession | None:
+        return self.host.live_session(session_id)
+
+    def live_attempt(self, session_id: str) -> LiveAttempt | None:
+        live = self._live(session_id)
+        return live.attempt if live is not None else None
+
+    def _attempts(self) -> list[LiveAttempt]:
+        return [live.attempt for live in self.host.live_sessions() if live.attempt is not None]
 
     def record(self, session: Session, command, *args, **kwargs):
         if self.host.store.released:  # sealed by the pause hook: nothing may be acknowledged now
@@ -56,15 +65,17 @@ class AttemptRunner:
         now = host.clock.now_ns()
         self.record(session, session.begin_attempt, attempt_id, reason, host.generation, now,
                      requested=requested)
+        owner = self._live(session.id)
         live = LiveAttempt(attempt_id)
-        self.live[session.id] = live
+        owner.attempt = live
         try:
             launch = host.launch_for(session)
             runner = host.pty_runner if launch.terminal else host.pipe_runner
-            handle = await runner.start(launch, lambda stream, data: self._on_output(session, live, stream, data))
+            handle = await runner.start(launch, partial(self.take_output, session, live))
         except StartFailedError as exc:
             log.info("session %s attempt %s failed to start: %s", session.id, attempt_id, exc)
-            self.live.pop(session.id, None)
+            if owner.attempt is live:
+                owner.attempt = None
             live.exited.set()
             decision = self.record(session, session.record_exit, None, None, host.clock.now_ns(),
                                     reason=START_FAILED)
@@ -73,35 +84,39 @@ class AttemptRunner:
         live.handle = handle
         self.record(session, session.record_started, handle.pid, handle.start_time, host.clock.now_ns())
         self._arm_readiness(session, live)
-        self._spawn(live.pump_input(session.id), live.tasks)
-        self._spawn(self._watch_exit(session, live))
+        self._spawn(live.pump_input(session.id), f"input pump of {attempt_id}", live.tasks)
+        self._spawn(self._watch_exit(session, live), f"exit watcher of {attempt_id}")
         return None
 
     def _arm_readiness(self, session: Session, live: LiveAttempt) -> None:
-        readiness = session.spec["readiness"]
-        if readiness["type"] == "process":
+        readiness = session.settings.readiness
+        if readiness.type == "process":
             self.record(session, session.record_ready, self.host.clock.now_ns())
             return
-        if readiness["type"] == "delay":
-            self._spawn(self._ready_after_delay(session, live, readiness.get("delay_ms", 0)), live.tasks)
-        self._spawn(self._readiness_timeout(session, live, readiness["timeout_ms"]), live.tasks)
+        if readiness.type == "delay":
+            self._spawn(self._ready_after_delay(session, live, readiness.delay_ms),
+                        f"readiness delay of {live.attempt_id}", live.tasks)
+        self._spawn(self._readiness_timeout(session, live, readiness.timeout_ms),
+                    f"readiness timeout of {live.attempt_id}", live.tasks)
 
     async def _ready_after_delay(self, session: Session, live: LiveAttempt, delay_ms: int) -> None:
         await self.host.clock.sleep(delay_ms / 1000)
-        if self.live.get(session.id) is live and not live.exited.is_set():
+        if self.live_attempt(session.id) is live and not live.exited.is_set():
             self.record(session, session.record_ready, self.host.clock.now_ns())
 
     async def _readiness_timeout(self, session: Session, live: LiveAttempt, timeout_ms: int) -> None:
         await self.host.clock.sleep(timeout_ms / 1000)
-        if self.live.get(session.id) is live and session.phase == "starting" and live.handle:
+        if self.live_attempt(session.id) is live and session.phase == "starting" and live.handle:
             live.exit_reason = READINESS_TIMEOUT  # a readiness timeout is an exit: the restart policy applies
-            self._spawn(self._terminate(session, live))
+            self._spawn(self._terminate(session, live), f"readiness stop of {live.attempt_id}")
 
-    def _on_output(self, session: Session, live: LiveAttempt, stream: str, data: bytes) -> None:
+    def take_output(self, session: Session, live: LiveAttempt, stream: str, data: bytes) -> None:
+        """The runner's output callback (on the loop): the bytes are owed to the writer, which
+        coalesces them into ``output`` events; an output readiness token is looked for here."""
         host = self.host
         host.pipeline.add_output(host.store, session, stream, data, live.handle)
-        if session.phase == "starting" and session.spec["readiness"]["type"] == "output":
-            token = session.spec["readiness"]["output"].encode()
+        if session.phase == "starting" and session.settings.readiness.type == "output":
+            token = session.settings.readiness.token
             window = live.token_tail + data
             if token in window:
                 self.record(session, session.record_ready, host.clock.now_ns())
@@ -125,39 +140,42 @@ class AttemptRunner:
         async with live.input_lock:
             for task in list(live.tasks):
                 task.cancel()
-            if self.live.get(session.id) is live:
-                del self.live[session.id]
+            owner = self._live(session.id)
+            if owner is not None and owner.attempt is live:
+                owner.attempt = None
             decision = self.record(session, session.record_exit, status.exit_code, status.signal,
                                     self.host.clock.now_ns(), reason=live.exit_reason or status.reason)
             live.exited.set()
         self._after_exit(session, decision)
 
     def _after_exit(self, session: Session, decision) -> None:
-        if decision.restart:
-            self.timers[session.id] = self._spawn(self._restart_after(session, decision.delay_ms))
+        owner = self._live(session.id)
+        if decision.restart and owner is not None:
+            owner.restart_timer = self._spawn(self._restart_after(session, owner, decision.delay_ms),
+                                              f"restart of {session.id}")
 
-    async def _restart_after(self, session: Session, delay_ms: int) -> None:
+    async def _restart_after(self, session: Session, owner: LiveSession, delay_ms: int) -> None:
         await self.host.clock.sleep(delay_ms / 1000)
         # Lifecycle calls on this session go one at a time; one that takes the lock first
         # cancels this timer (cancel_timer) or changes what it finds below.
-        async with self.host.lifecycle_lock(session.id):
-            if self.timers.get(session.id) is asyncio.current_task():
-                del self.timers[session.id]
+        async with owner.lock:
+            if owner.restart_timer is asyncio.current_task():
+                owner.restart_timer = None
             if session.phase == "backoff" and session.desired_state == "running" \
-                    and session.id in self.host.store.sessions:
+                    and self._live(session.id) is owner:
                 await self.start_attempt(session, "restart_policy")  # BACKOFF -> STARTING
                 await self.host.pipeline.flush(self.host.store)
 
     def cancel_timer(self, session_id: str) -> None:
-        timer = self.timers.pop(session_id, None)
-        if timer is not None and timer is not asyncio.current_task():
-            timer.cancel()
+        owner = self._live(session_id)
+        if owner is not None:
+            owner.cancel_restart()
 
     # ---- stopping ---------------------------------------------------------------------------
     async def stop_attempt(self, session: Session, reason: str) -> None:
         """The one stop routine: attempt.stopping, TERM to the group, grace, KILL, reaped."""
         self.cancel_timer(session.id)
-        live = self.live.get(session.id)
+        live = self.live_attempt(session.id)
         if live is None or live.handle is None:
             return
         self.record(session, session.begin_stop, reason, self.host.clock.now_ns())
@@ -165,7 +183,7 @@ class AttemptRunner:
 
     async def _terminate(self, session: Session, live: LiveAttempt) -> None:
         """The stop: TERM to the group, grace, KILL, 5 s more, else the call fails."""
-        grace_s = session.spec["lifecycle"]["stop_grace_period_seconds"]
+        grace_s = session.settings.lifecycle.stop_grace_period_seconds
         live.handle.send_signal(signals.SIGTERM)
         # A stopped process (paused, or sent SIGSTOP by a client) cannot act on TERM until it
         # runs again: as service managers do, CONT follows, so the grace period is its own.
@@ -194,9 +212,8 @@ class AttemptRunner:
         not a fact to record) and SIGKILLed with its group. SIGCONT follows so a stopped
         process acts on it; a frozen cgroup's tasks die once the runtime's release thaws them.
         Returns the attempts, for one bounded wait on all of them together."""
-        for session_id in list(self.timers):
-            self.cancel_timer(session_id)
-        lives = list(self.live.values())
+        self._cancel_timers()
+        lives = self._attempts()
         for live in lives:
             live.abandoned = True
             if live.handle is not None:
@@ -209,7 +226,7 @@ class AttemptRunner:
         """Wait for attempts whose process is still being started, so none escapes a freeze."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SETTLE_S
-        while any(live.handle is None and not live.exited.is_set() for live in self.live.values()):
+        while any(live.handle is None and not live.exited.is_set() for live in self._attempts()):
             if loop.time() >= deadline:
                 log.warning("attempts still starting after %.0f s; pausing anyway", SETTLE_S)
                 return
@@ -217,11 +234,10 @@ class AttemptRunner:
 
     def freeze_all(self, at_ns: int) -> list:
         """SIGSTOP every running attempt and record ``session.paused``; no restart may begin."""
-        for session_id in list(self.timers):
-            self.cancel_timer(session_id)
+        self._cancel_timers()
         frozen = []
         for session in self.host.list_sessions():
-            live = self.live.get(session.id)
+            live = self.live_attempt(session.id)
             if live is None or live.handle is None or live.exited.is_set() \
                     or session.phase not in (Phase.STARTING, Phase.RUNNING):
                 continue
@@ -235,28 +251,27 @@ class AttemptRunner:
         for session, live in frozen:
             live.handle.send_signal(signals.SIGCONT)
             self.record(session, session.thaw, at_ns)
-        for session in self.host.list_sessions():
+        for owner in list(self.host.live_sessions()):
+            session = owner.aggregate
             if session.phase == Phase.BACKOFF and session.desired_state == "running" \
-                    and session.id not in self.timers:
+                    and owner.restart_timer is None:
                 await self.start_attempt(session, "restart_policy")
 
     def abandon_all(self, abandoned: bool) -> None:
         """From a pause's point of no return on, nothing this runtime's processes do is a fact
         to record (no timers either); ``False`` takes that back when the checkpoint failed."""
         if abandoned:
-            for session_id in list(self.timers):  # an exit racing the freeze may have armed one
-                self.cancel_timer(session_id)
-        for live in self.live.values():
+            self._cancel_timers()  # an exit racing the freeze may have armed one
+        for live in self._attempts():
             live.abandoned = abandoned
+
+    def _cancel_timers(self) -> None:
+        for owner in self.host.live_sessions():
+            owner.cancel_restart()
 
     def terminal_for(self, session: Session) -> TerminalSize | None:
         if not session.is_pty:
             return None
-        rows, cols = session.terminal_size or (session.spec["io"]["terminal"]["rows"],
-                                               session.spec["io"]["terminal"]["cols"])
+        terminal = session.settings.terminal
+        rows, cols = session.terminal_size or (terminal.rows, terminal.cols)
         return TerminalSize(rows, cols)
-
-
-def _log_failure(task: asyncio.Task) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("background task failed", exc_info=task.exception())

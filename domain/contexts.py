@@ -111,7 +111,7 @@ class SandboxContexts:
             raise OperationFailedError(f"context process could not start: {exc}") from None
         if request.type != "repl":
             context.ready.set()
-        context.watcher = asyncio.get_running_loop().create_task(self._watch(context))
+        context.watcher = self.host.tasks.spawn(self._watch(context), f"exit watcher of context {context.id}")
         host.hub.process_event(host.sandbox_id, "process.started", process_started(context))
 
     async def restart(self, context_id: str) -> Context:
@@ -315,16 +315,14 @@ class SandboxContexts:
     # ---- lifetime rules -----------------------------------------------------------------------
     def _ensure_sweeper(self) -> None:
         if self._sweeper is None and not self._closed:
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
+            self._sweeper = self.host.tasks.every(SWEEP_S, self._sweep, "the context sweep", self.host.clock.sleep)
 
-    async def _sweep_forever(self) -> None:
-        while True:
-            await self.host.clock.sleep(SWEEP_S)
-            for context_id in self.due(self.host.clock.now_ns()):
-                try:
-                    await self.delete(context_id)
-                except ContextNotFoundError:
-                    pass
+    async def _sweep(self) -> None:
+        for context_id in self.due(self.host.clock.now_ns()):
+            try:
+                await self.delete(context_id)
+            except ContextNotFoundError:
+                pass
 
     def due(self, now_ns: int) -> list[str]:
         """Contexts past their ttl, idle timeout, or finished for longer than FINISHED_TTL_S."""

@@ -20,51 +20,63 @@ SWEEP_INTERVAL_S = 0.25
 
 
 class ExpirySweep:
+    """Runs while the runtime is active and at least one session has an idle timeout or a lifetime
+    (most have neither: a sandbox without such sessions costs no wake-ups at all)."""
+
     def __init__(self, host: ExpiryHost) -> None:
         self.host = host
-        self._task: asyncio.Task | None = None
-        self._expiring: dict[str, asyncio.Task] = {}  # session id -> its expiry in progress
+        self._active = False
+        self._loop: asyncio.Task | None = None
 
     @property
     def running(self) -> bool:
-        return self._task is not None and not self._task.done()
+        """Whether it sweeps (its loop runs only while some session may expire)."""
+        return self._active
+
+    def _looping(self) -> bool:
+        return self._loop is not None and not self._loop.done()
 
     def start(self) -> None:
         """Begin sweeping (idempotent). Call on the event loop once the runtime is active."""
-        if not self.running:
-            self._task = asyncio.get_running_loop().create_task(self._run())
-            self._task.add_done_callback(_log_failure)
+        self._active = True
+        self.notice()
 
     def stop(self) -> None:
         """Stop sweeping. Expiries already started finish: their stop is already journaled."""
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+        self._active = False
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.cancel()
+
+    def notice(self) -> None:
+        """A session was created or its spec changed: sweep if it may expire."""
+        if self._active and not self._looping() and self._any_expires():
+            self._loop = self.host.tasks.spawn(self._run(), "the expiry sweep")
+
+    def _any_expires(self) -> bool:
+        return any(live.aggregate.settings.lifecycle.expires for live in self.host.store.live.values())
 
     async def _run(self) -> None:
-        while True:
+        while self._any_expires():
             await self.host.clock.sleep(SWEEP_INTERVAL_S)
             self.sweep()
+        self._loop = None
 
     def due(self) -> list[str]:
         now = self.host.clock.now_ns()
-        return [s.id for s in self.host.list_sessions()
-                if s.desired_state == "running" and s.id not in self._expiring
+        return [live.id for live in self.host.store.live.values()
+                if live.expiring is None and (s := live.aggregate).desired_state == "running"
+                and s.settings.lifecycle.expires
                 and expiry_due(s.spec["lifecycle"], s.created_ns, s.last_activity_ns, now)]
 
     def sweep(self) -> None:
-        loop = asyncio.get_running_loop()
         for session_id in self.due():
-            task = loop.create_task(self.host.expire_session(session_id))
-            self._expiring[session_id] = task
-            task.add_done_callback(lambda t, sid=session_id: self._finished(sid, t))
+            live = self.host.store.live[session_id]
+            live.expiring = self.host.tasks.spawn(self._expire(live), f"expiry of {session_id}")
 
-    def _finished(self, session_id: str, task: asyncio.Task) -> None:
-        if self._expiring.get(session_id) is task:
-            del self._expiring[session_id]
-        _log_failure(task)
-
-
-def _log_failure(task: asyncio.Task) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("session expiry failed", exc_info=task.exception())
+    async def _expire(self, live) -> None:
+        try:
+            await self.host.expire_session(live.id)
+        finally:
+            if live.expiring is asyncio.current_task():
+                live.expiring = None

@@ -14,7 +14,7 @@ from .read_ahead import PageReadAhead
 from .model.errors import CursorExpiredError, InvalidRequestError
 from .model.session import Session
 from .retention import Retention
-from .sandbox_store import SandboxStore
+from .sandbox_store import ReadAheadSlots, SandboxStore
 
 
 class SessionJournal:
@@ -24,7 +24,7 @@ class SessionJournal:
         self.hub = hub
         self.retention = retention
         self.session = session  # by id; SessionNotFoundError (404) for an unknown one
-        self.read_ahead = PageReadAhead(store.read_public_json)
+        self.read_ahead = PageReadAhead(store.read_public_json, ReadAheadSlots(store))
 
     def cursor(self, session: Session) -> tuple[int, int]:
         return session.earliest_seq, self.store.committed_seq.get(session.id, 0)

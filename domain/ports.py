@@ -9,19 +9,20 @@ starts one argv and reports what the process does.
 """
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Awaitable, Callable, ContextManager, Iterable, NamedTuple, Protocol
 
 if TYPE_CHECKING:  # annotations only: the ports name domain types without importing their modules
+    from .attempt_runner import AttemptRunner
     from .commits import CommitPipeline
-    from .contexts import SandboxContexts
     from .expiry import ExpirySweep
     from .hub import Hub
+    from .live_session import LiveSession
     from .model.access import ApiKey, Team
     from .model.session import Session
     from .model.volumes import Volume, VolumeSnapshot
     from .sandbox_store import SandboxStore
+    from .task_owner import TaskOwner
 
 # stream is "stdout", "stderr" or "pty"; called on the event loop thread.
 OutputCallback = Callable[[str, bytes], None]
@@ -273,14 +274,15 @@ class SandboxOwnership(Protocol):
 
 
 class ContextHost(Protocol):
-    """What contexts need from their sandbox's runtime: the session path's launch and runners, and
-    the hub their process starts and ends are told to (webhooks)."""
+    """What contexts need from their sandbox's runtime: the session path's launch and runners, the
+    hub their process starts and ends are told to (webhooks), and the runtime's task owner."""
 
     sandbox_id: str
     pipe_runner: ProcessRunner
     pty_runner: ProcessRunner
     clock: Clock
     hub: Hub
+    tasks: TaskOwner
 
     def launch_process(self, argv: list[str], cwd: str, env_overrides: dict[str, str],
                        terminal: TerminalSize | None, term: str = ..., attempt_id: str = "") -> Launch: ...
@@ -289,35 +291,57 @@ class ContextHost(Protocol):
 
 
 class ExpiryHost(Protocol):
-    """What the expiry sweep needs: its sandbox's sessions, its clock, the expiry call (``SessionLifecycle``)."""
+    """What the expiry sweep needs: its sandbox's live sessions, its clock and task owner, and the
+    expiry call (``SessionLifecycle.expire_session``)."""
 
     clock: Clock
+    store: SandboxStore
+    tasks: TaskOwner
 
-    def list_sessions(self) -> list[Session]: ...
-    async def expire_session(self, session_id: str) -> None: ...
+    async def expire_session(self, session_id: str) -> bool: ...
 
 
 class AttemptHost(Protocol):
     """What the attempt runner (``AttemptRunner``) needs from its sandbox's runtime: the store it
-    records into, the commit pipeline, the runners and the isolation, and the per-session lock."""
+    records into, each session's one object (which holds its attempt and restart timer), the
+    commit pipeline, the runners, the launch, and the runtime's task owner."""
 
     store: SandboxStore
     pipeline: CommitPipeline
     pipe_runner: ProcessRunner
     pty_runner: ProcessRunner
-    isolation: SandboxIsolation
     clock: Clock
-    contexts: SandboxContexts
-    expiry: ExpirySweep
+    tasks: TaskOwner
 
     @property
     def generation(self) -> int: ...
     def new_attempt_id(self) -> str: ...
     def check_fence(self) -> None: ...  # raises unless this node may start processes for the sandbox
     def list_sessions(self) -> list[Session]: ...
+    def live_session(self, session_id: str) -> LiveSession | None: ...  # where its attempt and timer live
+    def live_sessions(self) -> list[LiveSession]: ...
     def launch_for(self, session: Session) -> Launch: ...
     def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus: ...
-    def lifecycle_lock(self, session_id: str) -> asyncio.Lock: ...
+
+
+class SessionHost(Protocol):
+    """What the session calls (``SessionLifecycle``, ``SessionIO``) need from their sandbox's
+    runtime: its store and pipeline, its attempt runner and expiry sweep, and each session's one
+    object (``live``; ``retire_session`` pops and closes it)."""
+
+    sandbox_id: str
+    store: SandboxStore
+    pipeline: CommitPipeline
+    clock: Clock
+    attempts: AttemptRunner
+    expiry: ExpirySweep
+
+    @property
+    def generation(self) -> int: ...
+    def new_uuid_hex(self) -> str: ...
+    def live(self, session_id: str) -> LiveSession: ...  # SessionNotFoundError when unknown or deleting
+    def session(self, session_id: str) -> Session: ...
+    def retire_session(self, session_id: str) -> None: ...
 
 
 # ---- templates and images (domain/templates.py) ------------------------------------------------

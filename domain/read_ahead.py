@@ -18,7 +18,7 @@ sessions, dropped after KEEP_S or when the session asks for another page.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from typing import Callable, Protocol
 
 from .ports import PublicJson
 
@@ -30,22 +30,39 @@ BUDGET_BYTES = 32 * 1024 * 1024  # read ahead for all of a sandbox's sessions at
 Reader = Callable[[str, int, int, int, bool], tuple[list[PublicJson], int]]
 
 
-class _Ahead:
-    __slots__ = ("key", "upto", "future", "expiry", "size")
+class AheadPage:
+    """The next page one session will probably ask for, being read (or read)."""
 
-    def __init__(self, key: tuple, upto: int, future: asyncio.Future, expiry: asyncio.TimerHandle,
-                 size: int) -> None:
+    __slots__ = ("owner", "key", "upto", "future", "expiry", "size")
+
+    def __init__(self, owner: PageReadAhead, key: tuple, upto: int, future: asyncio.Future,
+                 expiry: asyncio.TimerHandle, size: int) -> None:
+        self.owner = owner
         self.key = key
         self.upto = upto
         self.future = future
         self.expiry = expiry
         self.size = size  # what it is expected to hold: the size of the page before it
 
+    def cancel(self) -> None:
+        """Not wanted any more: its timer stops and its bytes leave the sandbox's budget."""
+        self.expiry.cancel()
+        self.owner._held -= self.size
+
+
+class Slots(Protocol):
+    """Where each session's page read ahead is kept (``LiveSession.read_ahead`` in a runtime)."""
+
+    def get(self, session_id: str) -> AheadPage | None: ...
+    def pop(self, session_id: str, default: None = None) -> AheadPage | None: ...
+    def __setitem__(self, session_id: str, ahead: AheadPage) -> None: ...
+
 
 class PageReadAhead:
-    def __init__(self, read: Reader) -> None:
+    def __init__(self, read: Reader, slots: Slots | None = None) -> None:
         self._read = read
-        self._ahead: dict[str, _Ahead] = {}  # session id -> the next page it will probably ask for
+        # session id -> the next page it will probably ask for (a dict of its own when used alone)
+        self._ahead: Slots = slots if slots is not None else {}
         self._held = 0  # bytes expected in what is read ahead now
 
     async def page(self, session_id: str, after: int, upto: int, limit: int,
@@ -73,11 +90,10 @@ class PageReadAhead:
         """Forget what was read ahead for a session (it was deleted)."""
         self._take(session_id)
 
-    def _take(self, session_id: str) -> _Ahead | None:
+    def _take(self, session_id: str) -> AheadPage | None:
         ahead = self._ahead.pop(session_id, None)
         if ahead is not None:
-            ahead.expiry.cancel()
-            self._held -= ahead.size
+            ahead.cancel()
         return ahead
 
     def _start(self, session_id: str, key: tuple, upto: int, size: int) -> None:
@@ -86,7 +102,7 @@ class PageReadAhead:
         future = asyncio.ensure_future(asyncio.to_thread(self._read, session_id, after, upto, limit, lifecycle_only))
         future.add_done_callback(_retrieve)  # a read refused (store closed) is simply not used
         expiry = loop.call_later(KEEP_S, self._expire, session_id, future)
-        self._ahead[session_id] = _Ahead(key, upto, future, expiry, size)
+        self._ahead[session_id] = AheadPage(self, key, upto, future, expiry, size)
         self._held += size
 
     def _expire(self, session_id: str, future: asyncio.Future) -> None:

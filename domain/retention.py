@@ -29,7 +29,9 @@ from .ports import Clock, JournalStore
 
 if TYPE_CHECKING:
     from .commits import CommitPipeline
+    from .live_session import LiveSession
     from .sandbox_store import SandboxStore
+    from .task_owner import TaskOwner
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,7 @@ SNAPSHOT_EVENTS = 500
 SNAPSHOT_BYTES = 64 * 1024 * 1024
 KEEP_FREE_BYTES = 8 * 1024 * 1024  # of freed space, kept for the next inserts to reuse
 VACUUM_BYTES = 4 * 1024 * 1024  # handed back to the filesystem per writer call
-_UNSAVED = ("_id", "_version", "_pending_events")
+_UNSAVED = ("_id", "_version", "_pending_events", "_settings")  # _settings: a cache (Session.settings)
 
 
 def take_snapshot(session) -> Snapshot:
@@ -70,24 +72,21 @@ def _saved_state(session) -> tuple[int, int]:
 
 
 class Retention:
-    def __init__(self, store: SandboxStore, pipeline: CommitPipeline, clock: Clock) -> None:
+    """One sandbox's journal retention: the marks live in each ``LiveSession.retention``; one
+    worker (a task of the runtime) does what is due."""
+
+    def __init__(self, store: SandboxStore, pipeline: CommitPipeline, clock: Clock, tasks: TaskOwner) -> None:
         self.store = store
         self.pipeline = pipeline
         self.clock = clock
-        self._snapped: dict[str, tuple[int, int]] = {}  # id -> (version, journal_bytes) saved
-        self._deleted: dict[str, int] = {}  # id -> seq up to which rows are gone (this run)
-        self._unpurged: dict[str, int] = {}  # id -> logical bytes trimmed but not deleted
-        self._due: dict[str, float] = {}  # id -> loop time its checkpoint is due
+        self.tasks = tasks
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
-        for session in store.sessions.values():
-            self._snapped[session.id] = _saved_state(session)
 
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run())
-            self._task.add_done_callback(_log_failure)
+            self._task = self.tasks.spawn(self._run(), "journal retention")
 
     def stop(self) -> None:
         if self._task is not None:
@@ -98,40 +97,42 @@ class Retention:
         """Snapshot every session changed since its last one into the next commit (shutdown,
         pause): the restart that follows then replays nothing. Returns how many."""
         count = 0
-        for session in list(self.store.sessions.values()):
-            if session.version > self._snapped.get(session.id, (0, 0))[0]:
+        for live in list(self.store.live.values()):
+            session = live.aggregate
+            if session.version > live.retention.snapped[0]:
                 self.pipeline.add_snapshot(self.store, session, take_snapshot(session))
-                self._snapped[session.id] = _saved_state(session)
+                live.retention.snapped = _saved_state(session)
                 count += 1
         return count
 
-    def forget(self, session_id: str) -> None:
-        for table in (self._snapped, self._deleted, self._unpurged, self._due):
-            table.pop(session_id, None)
-
     # ---- the hot path: O(1) unless something is due ---------------------------------------
-    def on_commit(self, session) -> None:
+    def on_commit(self, live: LiveSession) -> None:
+        session = live.aggregate
         self.trim(session)
-        version, journal_bytes = self._snapped.setdefault(session.id, (0, 0))
+        version, journal_bytes = live.retention.snapped
         if session.version - version >= SNAPSHOT_EVENTS \
                 or getattr(session, "journal_bytes", 0) - journal_bytes >= SNAPSHOT_BYTES:
-            self._request(session.id, 0.0)
+            self._request(live, 0.0)
 
     def trim(self, session) -> bool:
         """Apply the age and size limits now (appends, reads, spec changes, the sweep)."""
-        before = session.retained_bytes
-        if not trim(session, self.store.committed_seq.get(session.id, 0), self.clock.now_ns()):
+        live = self.store.live.get(session.id)
+        if live is None:
             return False
-        unpurged = self._unpurged.get(session.id, 0) + before - session.retained_bytes
-        self._unpurged[session.id] = unpurged
-        now = unpurged >= max(PURGE_NOW_BYTES, session.spec["event_retention"]["max_bytes"] // 2)
-        self._request(session.id, 0.0 if now else PURGE_DELAY_S)
+        before = session.retained_bytes
+        if not trim(session, live.committed_seq, self.clock.now_ns()):
+            return False
+        marks = live.retention
+        marks.unpurged += before - session.retained_bytes
+        now = marks.unpurged >= max(PURGE_NOW_BYTES, session.settings.event_retention.max_bytes // 2)
+        self._request(live, 0.0 if now else PURGE_DELAY_S)
         return True
 
-    def _request(self, session_id: str, delay: float) -> None:
+    def _request(self, live: LiveSession, delay: float) -> None:
         at = asyncio.get_running_loop().time() + delay
-        if at < self._due.get(session_id, float("inf")):
-            self._due[session_id] = at
+        marks = live.retention
+        if marks.due_at is None or at < marks.due_at:
+            marks.due_at = at
             self._wake.set()
 
     # ---- the worker -------------------------------------------------------------------------
@@ -143,10 +144,12 @@ class Retention:
             if now >= next_sweep:
                 self.sweep()
                 next_sweep = now + SWEEP_S
-            due = [sid for sid, at in self._due.items() if at <= now]
+            marked = [live for live in self.store.live.values() if live.retention.due_at is not None]
+            due = [live.id for live in marked if live.retention.due_at <= now]
             if due:
-                for session_id in due:
-                    del self._due[session_id]
+                for live in marked:
+                    if live.retention.due_at <= now:
+                        live.retention.due_at = None
                 try:
                     await self.checkpoint(due)
                 except Exception:  # the next request or sweep retries
@@ -155,36 +158,40 @@ class Retention:
                 continue
             self._wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), min([next_sweep, *self._due.values()]) - now)
+                await asyncio.wait_for(self._wake.wait(),
+                                       min([next_sweep, *(live.retention.due_at for live in marked)]) - now)
             except asyncio.TimeoutError:
                 pass
 
     def sweep(self) -> None:
-        for session in list(self.store.sessions.values()):
-            self.trim(session)
-            if session.version > self._snapped.get(session.id, (0, 0))[0]:
-                self._request(session.id, 0.0)
+        for live in list(self.store.live.values()):
+            self.trim(live.aggregate)
+            if live.aggregate.version > live.retention.snapped[0]:
+                self._request(live, 0.0)
 
     async def checkpoint(self, session_ids: list[str]) -> None:
         """Snapshot these sessions in one commit, then delete what their snapshots allow."""
-        sessions = self.store.sessions
+        sessions = self.store.live
         saved: dict[str, tuple[int, int]] = {}
         for session_id in session_ids:
-            session = sessions.get(session_id)
-            if session is None:
+            live = sessions.get(session_id)
+            if live is None:
                 continue
+            session = live.aggregate
             snapshot = take_snapshot(session)
             self.pipeline.add_snapshot(self.store, session, snapshot)
             saved[session_id] = (snapshot.originator_version, session.earliest_seq - 1)
-            self._snapped[session_id] = _saved_state(session)
-            self._unpurged.pop(session_id, None)
+            live.retention.snapped = _saved_state(session)
+            live.retention.unpurged = 0
         if not saved:
             return
         try:
             await self.pipeline.flush(self.store)  # the snapshots are committed: rows below them may go
         except Exception:  # e.g. a full disk: the snapshots stay queued; ask again for the deletes
             for session_id in saved:
-                self._request(session_id, 1.0)
+                live = sessions.get(session_id)
+                if live is not None:
+                    self._request(live, 1.0)
             raise
         journal: JournalStore = self.store.journal
         deleted_any = False
@@ -195,24 +202,22 @@ class Retention:
 
     async def _delete_rows(self, journal: JournalStore, session_id: str, through: int, version: int) -> bool:
         """Older snapshots and rows up to ``through``, a few hundred per transaction."""
-        deleted = self._deleted.get(session_id, 0)
+        live = self.store.live.get(session_id)
+        if live is None:
+            return False
+        deleted = live.retention.deleted_through
         total = 0
-        while session_id in self.store.sessions:
+        while self.store.live.get(session_id) is live:
             count = await self.pipeline.run_in_writer(partial(
                 journal.trim_events, session_id, deleted, max(deleted, through), LIFECYCLE_TOPICS,
                 DELETE_ROWS, snapshots_before=version))
             total += count
             if count < DELETE_ROWS:
                 break
-        self._deleted[session_id] = max(deleted, through)
+        live.retention.deleted_through = max(deleted, through)
         return total > 0
 
     async def _reclaim(self, journal: JournalStore) -> None:
         while await self.pipeline.run_in_writer(
                 partial(journal.reclaim_space, KEEP_FREE_BYTES, VACUUM_BYTES)) >= VACUUM_BYTES:
             pass
-
-
-def _log_failure(task: asyncio.Task) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("journal retention worker failed", exc_info=task.exception())

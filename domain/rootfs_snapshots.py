@@ -230,7 +230,7 @@ class RootfsSnapshots:
             draft = store.sandbox = copy.deepcopy(parked)
             draft.record_restore(snapshot.id, snapshot.sandbox_id, len(removed), self.clock.now_ns())
             for session_id in removed:
-                store.forget(store.sessions[session_id])
+                store.forget(session_id)
             pipeline.stage(store, draft)
             await pipeline.flush(store)
             manifest = await asyncio.to_thread(checkpoints.read_manifest, sandbox_id) or {}

@@ -1,11 +1,14 @@
-"""SandboxRuntime: one running sandbox, from its start to its release.
+"""SandboxRuntime: one running sandbox, from its start to its end.
 
-It owns what exists only while the sandbox runs: its store of live aggregates, its attempt
-runner (processes, input queues, timers), its expiry and retention sweeps, its contexts, its
-isolation, and the per-session lifecycle locks. Its parts: ``lifecycle`` (create, update,
-desired state, attempts, delete), ``io`` (input, signals, resize), ``journal`` (reads and
-subscriptions). Its life: ``start``, ``freeze`` / ``thaw`` (the pause hook), ``seal``,
-``release`` (every process ended) and ``close`` (the store closed).
+It owns what exists only while the sandbox runs: its store of live sessions (one ``LiveSession``
+each), every background task (``tasks``: attempt watchers, timers, sweeps), its attempt runner,
+its contexts, its isolation, and what follows each commit (``after_commit``). Its parts get narrow
+ports, never the runtime itself: ``lifecycle`` (create, update, desired state, attempts, delete)
+and ``io`` (input, signals, resize) a ``SessionHost``, ``attempts`` an ``AttemptHost``,
+``contexts`` a ``ContextHost``, ``expiry`` an ``ExpiryHost``. Session calls come in as typed
+commands through one table (``handle``). Its life: ``start``, ``freeze`` / ``thaw`` (the pause
+hook), ``seal``, ``kill`` and ``reap`` (every process ended; ``release`` is both) and ``close``
+(the store closed). Only the registry ends a runtime (``SandboxRegistry.retire``).
 """
 from __future__ import annotations
 
@@ -13,21 +16,34 @@ import asyncio
 import logging
 from typing import Callable
 
+from .attempt_runner import AttemptRunner
 from .commits import CommitPipeline
 from .contexts import SandboxContexts
 from .expiry import ExpirySweep
 from .hub import Hub
 from .journal_views import SessionJournal
-from .session_io import SessionIO
-from .session_lifecycle import SessionLifecycle
-from .model.errors import SessionNotFoundError
+from .live_session import LiveSession
+from .model.commands import (
+    CreateAttempt,
+    CreateSession,
+    DeleteSession,
+    ResizeTerminal,
+    SendSignal,
+    SessionCommand,
+    SetDesiredState,
+    UpdateSession,
+    WriteInput,
+)
 from .model.env import build_env
+from .model.errors import SessionNotFoundError
 from .model.ids import attempt_id_from
 from .model.session import Session, SessionView
 from .ports import Checkpoints, Clock, ExitStatus, Launch, ProcessRunner, SandboxIsolation, TerminalSize
-from .attempt_runner import AttemptRunner
 from .retention import Retention
-from .sandbox_store import SandboxStore
+from .sandbox_store import SandboxStore, live_entry
+from .session_io import SessionIO
+from .session_lifecycle import SessionLifecycle
+from .task_owner import TaskOwner
 
 log = logging.getLogger(__name__)
 RELEASE_WAIT_S = 3.0  # every process of a released runtime together, never per process
@@ -52,29 +68,47 @@ class SandboxRuntime:
         self.sandbox_env = sandbox_env
         self.base_env = base_env
         self.fence = fence  # more than one node: raises unless this node's lease is fresh (placement)
+        self.tasks = TaskOwner(f"sandbox {sandbox_id}")  # every background task, ended with the runtime
         self.attempts = AttemptRunner(self)
-        self.contexts = SandboxContexts(self)  # ended with the runtime: release
-        self.lifecycle = SessionLifecycle(self)  # create, update, desired state, attempts, delete
-        self.expiry = ExpirySweep(self.lifecycle)  # started with the runtime (start)
-        self.retention = Retention(store, pipeline, clock)  # started by the manager too
-        store.on_commit = self.retention.on_commit
+        self.contexts = SandboxContexts(self)
+        self.lifecycle = SessionLifecycle(self)
+        self.io = SessionIO(self)  # typed requests: api/commands.py parses the wire
+        self.expiry = ExpirySweep(self)
+        self.retention = Retention(store, pipeline, clock, self.tasks)
         self.journal = SessionJournal(store, hub, self.retention, self.session)
-        self.io = SessionIO(self)  # input, signals, resize (typed: api/commands.py parses the wire)
-        self.deleting: set[str] = set()
-        self._lifecycle_locks: dict[str, asyncio.Lock] = {}
+        store.after_commit = self.after_commit
         self._killed: tuple[list, list] | None = None  # what ``kill`` ended, for ``reap`` to wait for
         self._reaped = False
+        self._handlers: dict[type, Callable] = {
+            CreateSession: lambda c: self.lifecycle.create_session(c.spec, c.idempotency_key),
+            UpdateSession: lambda c: self.lifecycle.update_session(c.session_id, c.spec),
+            SetDesiredState: lambda c: self.lifecycle.set_desired_state(c.session_id, c.state),
+            CreateAttempt: lambda c: self.lifecycle.create_attempt(c.session_id, c.replace_current),
+            DeleteSession: lambda c: self.lifecycle.delete_session(c.session_id),
+            WriteInput: lambda c: self.io.write(c.session_id, c.request),
+            SendSignal: lambda c: self.io.send_signal(c.session_id, c.request),
+            ResizeTerminal: lambda c: self.io.resize(c.session_id, c.request),
+        }
 
-    def lifecycle_lock(self, session_id: str) -> asyncio.Lock:
-        """Lifecycle calls on one session (and its restart timer and expiry) go one at a time,
-        so a stop and a start can never interleave into two live attempts. Other sessions,
-        reads and inputs never wait for it."""
-        lock = self._lifecycle_locks.get(session_id)
-        if lock is None:
-            lock = self._lifecycle_locks[session_id] = asyncio.Lock()
-        return lock
+    # ---- session calls: one table ------------------------------------------------------------
+    async def handle(self, command: SessionCommand):
+        """The one way a session call reaches the runtime (routes, WebSocket frames, scenarios):
+        each typed command to the one method that carries it out."""
+        return await self._handlers[type(command)](command)
 
-    # ---- the runtime's life: start, freeze, thaw, seal, release, close -----------------------
+    # ---- after every commit ------------------------------------------------------------------
+    def after_commit(self, session: Session, events: list) -> None:
+        """A session's events are committed (the only moment anything of them is shown): its
+        committed seq advances, live subscribers get them, retention counts them."""
+        live = self.store.live.get(session.id)
+        if live is None:  # deleted (or its creation rolled back) meanwhile
+            return
+        live.committed_seq = events[-1].originator_version
+        if self.hub.has_subscribers(session.id):
+            self.hub.publish(session.id, [live_entry(session.id, event) for event in events])
+        self.retention.on_commit(live)
+
+    # ---- the runtime's life: start, freeze, thaw, seal, kill, reap, close -------------------
     def start(self) -> None:
         """The runtime is active: its expiry and retention sweeps run."""
         self.expiry.start()
@@ -125,9 +159,10 @@ class SandboxRuntime:
 
     async def reap(self) -> None:
         """The second half: one wait for every killed process together, bounded in total, then
-        the isolation released (whatever escaped the process groups ends with the cgroups)."""
+        the isolation released (whatever escaped the process groups ends with the cgroups) and
+        every task of the runtime ended."""
         self.kill()
-        if self._killed is None or self._reaped:
+        if self._reaped:
             return
         self._reaped = True
         lives, contexts = self._killed
@@ -144,6 +179,7 @@ class SandboxRuntime:
                             "cgroup release goes on", self.sandbox_id, len(pending), RELEASE_WAIT_S)
         await self.contexts.finish(contexts, max(0.0, deadline - loop.time()))
         await asyncio.to_thread(self.isolation.release)
+        await self.tasks.close(max(0.1, deadline - loop.time()))
 
     async def release(self) -> None:
         """Every process ended and reaped, the isolation released (``kill``, then ``reap``)."""
@@ -161,7 +197,7 @@ class SandboxRuntime:
         self.pipeline.faults.forget(self.store)
         await self.pipeline.run_in_writer(self.store.close)
 
-    # ---- context for the attempts -------------------------------------------------------
+    # ---- what its parts get (the host ports) ------------------------------------------------
     @property
     def generation(self) -> int:
         return self.store.sandbox.runtime_generation
@@ -169,11 +205,37 @@ class SandboxRuntime:
     def new_attempt_id(self) -> str:
         return attempt_id_from(self.new_uuid_hex())
 
+    def live(self, session_id: str) -> LiveSession:
+        """The session's one object; SessionNotFoundError (404) when unknown or being deleted."""
+        live = self.store.live.get(session_id)
+        if live is None or live.deleting:
+            raise SessionNotFoundError()
+        return live
+
+    def live_session(self, session_id: str) -> LiveSession | None:
+        return self.store.live.get(session_id)
+
+    def live_sessions(self) -> list[LiveSession]:
+        return list(self.store.live.values())
+
+    def retire_session(self, session_id: str) -> None:
+        """A deleted session leaves the runtime: its one object popped and closed, its streams
+        ended, whatever it still owed the writer dropped."""
+        live = self.store.forget(session_id)
+        if live is None:
+            return
+        live.close()
+        self.hub.close_session(session_id, "deleted")
+        self.pipeline.drop(live.aggregate)
+
+    async def expire_session(self, session_id: str) -> bool:
+        return await self.lifecycle.expire_session(session_id)
+
     def launch_for(self, session: Session) -> Launch:
-        spec = session.spec
+        settings = session.settings
         terminal = self.attempts.terminal_for(session)
-        term = spec["io"]["terminal"]["term"] if terminal is not None else "xterm-256color"
-        return self.launch_process(spec["command"], spec.get("cwd", ""), spec.get("env", {}), terminal, term,
+        term = settings.terminal.term if terminal is not None else "xterm-256color"
+        return self.launch_process(list(settings.command), settings.cwd, dict(settings.env), terminal, term,
                                    attempt_id=session.attempt_id)
 
     def launch_process(self, argv: list[str], cwd: str, env_overrides: dict[str, str],
@@ -193,16 +255,13 @@ class SandboxRuntime:
 
     # ---- queries ---------------------------------------------------------------------------
     def session(self, session_id: str) -> Session:
-        session = self.store.sessions.get(session_id)
-        if session is None or session_id in self.deleting:
-            raise SessionNotFoundError()
-        return session
+        return self.live(session_id).aggregate
 
     def session_ids(self) -> list[str]:
-        return list(self.store.sessions)
+        return list(self.store.live)
 
     def list_sessions(self) -> list[Session]:
-        return sorted(self.store.sessions.values(), key=lambda s: (s.created_ns, s.id))
+        return self.store.list_sessions()
 
     def shown(self, session: Session) -> SessionView:
         """What the API shows of ``session``: its state as of its last committed event."""

@@ -7,16 +7,38 @@ Journal pages are read back through the port and rendered by ``model.journal``.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Callable
 
+from .live_session import LiveSession
 from .model.journal import LIFECYCLE_TOPICS, OUTPUT_TOPIC, PUBLIC_TYPE, JournalEntry, public_record
 from .model.sandbox import Sandbox
 from .model.session import Session, SessionView
 from .model.timefmt import rfc3339
 from .ports import JournalStore, PublicJson
+from .read_ahead import AheadPage
 
 OUTPUT_ONLY = frozenset((OUTPUT_TOPIC,))
 TAIL_PAGE = 256
+
+
+class LiveView(Mapping):
+    """A read-only view of a store's live sessions, each as one of its fields (not a second map)."""
+
+    __slots__ = ("_live", "_field")
+
+    def __init__(self, live: dict[str, LiveSession], field: str) -> None:
+        self._live = live
+        self._field = field
+
+    def __getitem__(self, session_id: str):
+        return getattr(self._live[session_id], self._field)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._live)
+
+    def __len__(self) -> int:
+        return len(self._live)
 
 
 class SandboxStore:
@@ -24,13 +46,14 @@ class SandboxStore:
 
     def __init__(self, journal: JournalStore) -> None:
         self.journal = journal
-        self.sessions: dict[str, Session] = {}
         self.sandbox: Sandbox | None = None
-        self.committed_seq: dict[str, int] = {}
-        self.views: dict[str, SessionView] = {}  # what the API shows: the committed state
-        self.creation_keys: dict[str, str] = {}
-        # called with a session after its events are committed (retention)
-        self.on_commit: Callable[[Session], None] | None = None
+        self.live: dict[str, LiveSession] = {}  # the one map of a sandbox's sessions: id -> its object
+        self.sessions: Mapping[str, Session] = LiveView(self.live, "aggregate")  # the same: id -> aggregate
+        self.committed_seq: Mapping[str, int] = LiveView(self.live, "committed_seq")  # id -> its last committed seq
+        self.creation_keys: dict[str, str] = {}  # Idempotency-Key -> session id (an index of ``sessions``)
+        # The owner's rule after a session's events are committed (``SandboxRuntime.after_commit``):
+        # None for a store opened without a runtime (a paused sandbox's record changes).
+        self.after_commit: Callable[[Session, list], None] | None = None
 
     # ---- loading ------------------------------------------------------------------------
     def load(self, sandbox_id: str) -> None:
@@ -41,51 +64,64 @@ class SandboxStore:
             elif isinstance(aggregate, Session):
                 self.adopt(aggregate)
 
-    def restore(self, live, stored) -> None:
+    # ---- sessions -----------------------------------------------------------------------
+    def adopt(self, session: Session, committed: bool = True) -> LiveSession:
+        """A session loaded from the store (committed) or just created (shown once committed)."""
+        live = self.live[session.id] = LiveSession(session, committed)
+        if session.creation_key:
+            self.creation_keys[session.creation_key] = session.id
+        return live
+
+    def forget(self, session_id: str) -> LiveSession | None:
+        """The session leaves the store (deleted, or its creation rolled back): its one object."""
+        live = self.live.pop(session_id, None)
+        if live is not None:
+            key = live.aggregate.creation_key
+            if key and self.creation_keys.get(key) == session_id:
+                del self.creation_keys[key]
+        return live
+
+    def aggregate(self, session_id: str) -> Session | None:
+        live = self.live.get(session_id)
+        return live.aggregate if live is not None else None
+
+    def list_sessions(self) -> list[Session]:
+        """Every session aggregate, oldest first."""
+        return sorted((live.aggregate for live in self.live.values()), key=lambda s: (s.created_ns, s.id))
+
+    # ---- what commits change --------------------------------------------------------------
+    def restore(self, aggregate, stored) -> None:
         """Roll a live aggregate back to its stored state, in place: the attempt runner, the
         runners' callbacks and the pipeline keep the same object."""
         if stored is None:
-            if isinstance(live, Session):
-                self.forget(live)
+            if isinstance(aggregate, Session):
+                self.forget(aggregate.id)
             return
-        live.__dict__.clear()
-        live.__dict__.update(stored.__dict__)
-        if isinstance(live, Session):
-            self.committed_seq[live.id] = live.version
-            self.views[live.id] = live.view()
+        aggregate.__dict__.clear()
+        aggregate.__dict__.update(stored.__dict__)
+        live = self.live.get(aggregate.id) if isinstance(aggregate, Session) else None
+        if live is not None:
+            live.committed_seq = aggregate.version
+            live.view = aggregate.view()
 
     def show_committed(self, views: dict, rolled_back) -> None:
         """A commit landed: its sessions are shown as they were after its events."""
         for session_id, view in views.items():
-            if session_id in self.sessions and session_id not in rolled_back:
-                self.views[session_id] = view
+            live = self.live.get(session_id)
+            if live is not None and session_id not in rolled_back:
+                live.view = view
 
     def view(self, session: Session) -> SessionView | None:
         """The session as the API shows it: as of its last committed event (None until its
         creation is committed)."""
-        return self.views.get(session.id)
+        live = self.live.get(session.id)
+        return live.view if live is not None else None
 
     def free_bytes(self) -> int | None:
         return self.journal.free_bytes()
 
     def close(self) -> None:
         self.journal.close()
-
-    def adopt(self, session: Session, committed: bool = True) -> None:
-        """A session loaded from the store (committed) or just created (shown once committed)."""
-        self.sessions[session.id] = session
-        self.committed_seq[session.id] = session.version if committed else 0
-        if committed:
-            self.views[session.id] = session.view()
-        if session.creation_key:
-            self.creation_keys[session.creation_key] = session.id
-
-    def forget(self, session: Session) -> None:
-        self.sessions.pop(session.id, None)
-        self.committed_seq.pop(session.id, None)
-        self.views.pop(session.id, None)
-        if session.creation_key and self.creation_keys.get(session.creation_key) == session.id:
-            del self.creation_keys[session.creation_key]
 
     # ---- journal reads (sync: called through asyncio.to_thread) -------------------------
     def read_records(self, session_id: str, after: int, upto: int, limit: int,
@@ -130,3 +166,28 @@ def live_entry(session_id: str, event) -> JournalEntry:
     """A committed domain event as the hub carries it to subscribers: bytes stay bytes; it is
     rendered (base64, RFC 3339) only by whoever sends it on."""
     return JournalEntry(event.originator_version, session_id, event.TOPIC, vars(event), event.timestamp)
+
+
+class ReadAheadSlots:
+    """Each session's page read ahead, kept in its ``LiveSession`` (``read_ahead.Slots``)."""
+
+    def __init__(self, store: SandboxStore) -> None:
+        self._sessions = store.live
+
+    def get(self, session_id: str) -> AheadPage | None:
+        live = self._sessions.get(session_id)
+        return live.read_ahead if live is not None else None
+
+    def pop(self, session_id: str, default: None = None) -> AheadPage | None:
+        live = self._sessions.get(session_id)
+        if live is None:
+            return default
+        ahead, live.read_ahead = live.read_ahead, None
+        return ahead
+
+    def __setitem__(self, session_id: str, ahead: AheadPage) -> None:
+        live = self._sessions.get(session_id)
+        if live is None:  # deleted meanwhile: nothing keeps it
+            ahead.cancel()
+        else:
+            live.read_ahead = ahead

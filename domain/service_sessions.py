@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from .model.commands import CreateSession, DeleteSession, UpdateSession
 from .model.phases import Phase
 from .model.service_session import KEY_PREFIX, idempotency_key, session_spec
 from .model.session import Session
@@ -41,12 +42,12 @@ class ServiceSessions:
             session_id = runtime.store.creation_keys.get(key)
             session = runtime.store.sessions.get(session_id) if session_id else None
             if session is None:
-                session, _ = await runtime.lifecycle.create_session(spec, key)
+                session, _ = await runtime.handle(CreateSession(spec, key))
                 return session
             # Changed since (the service, or someone stopped it): the spec is put back, which also
             # starts it; an attempt that ended is started again unless its restart timer will.
             if session.spec != spec or (not session.has_live_attempt and session.phase != Phase.BACKOFF):
-                return await runtime.lifecycle.update_session(session.id, spec)
+                return await runtime.handle(UpdateSession(session.id, spec))
             return session
 
 
@@ -56,4 +57,4 @@ async def retire_removed(runtime: SandboxRuntime, services: list[dict]) -> None:
     keep = {idempotency_key(s["id"]) for s in services if (s.get("runtime") or {}).get("type") == "cmd"}
     for key, session_id in list(runtime.store.creation_keys.items()):
         if key.startswith(KEY_PREFIX) and key not in keep and session_id in runtime.store.sessions:
-            await runtime.lifecycle.delete_session(session_id)
+            await runtime.handle(DeleteSession(session_id))

@@ -7,28 +7,25 @@ before ``input.accepted`` is committed; the reply (202, a WebSocket ack) comes a
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 from .model.errors import InputBufferFullError, OperationFailedError
 from .model.commands import InputRequest, ResizeRequest, SignalRequest
 from .model.session import input_digest
 from .model.signals import signal_description
 from .live_attempt import INPUT_QUEUE_BYTES, INPUT_QUEUE_OPS
-
-if TYPE_CHECKING:
-    from .sandbox_runtime import SandboxRuntime
+from .ports import SessionHost
 
 EOF_WAIT_S = 5.0
 
 
 class SessionIO:
-    def __init__(self, runtime: SandboxRuntime) -> None:
-        self.runtime = runtime
+    def __init__(self, runtime: SessionHost) -> None:
+        self.runtime = runtime  # its sandbox's runtime, seen through the SessionHost port
 
     async def write(self, session_id: str, request: InputRequest) -> dict:
         """Queue ``request``'s bytes (or EOF) for the live attempt; reply once accepted and committed."""
         session = self.runtime.session(session_id)
-        live = self.runtime.attempts.live.get(session_id)
+        live = self.runtime.attempts.live_attempt(session_id)
         lock = live.input_lock if live is not None else asyncio.Lock()
         async with lock:  # input requests of one attempt are serialized: receipts stay in order
             def digest_of(attempt_id: str) -> str:
@@ -38,7 +35,7 @@ class SessionIO:
             attempt_id = session.attempt_id
             if duplicate:
                 return _input_reply(request.input_id, attempt_id, True)
-            live = self.runtime.attempts.live.get(session_id)
+            live = self.runtime.attempts.live_attempt(session_id)
             if live is None or live.handle is None:
                 raise OperationFailedError("process not running")
             if live.ops.qsize() + (1 if request.data else 0) + (1 if request.eof else 0) > INPUT_QUEUE_OPS:
@@ -63,7 +60,7 @@ class SessionIO:
         not be queued anyway: a storm of large inputs would otherwise hold a decoded copy of
         each (a retry of a known id still reaches its dedupe)."""
         session = self.runtime.session(session_id)
-        live = self.runtime.attempts.live.get(session.id)
+        live = self.runtime.attempts.live_attempt(session.id)
         if live is None or not live.queued_bytes or input_id in session.receipts:
             return
         if live.queued_bytes + size > INPUT_QUEUE_BYTES:
@@ -73,7 +70,7 @@ class SessionIO:
         signum = request.signum
         session = self.runtime.session(session_id)
         session.check_live(request.expected_attempt_id)
-        live = self.runtime.attempts.live.get(session_id)
+        live = self.runtime.attempts.live_attempt(session_id)
         if live is None or live.handle is None:
             raise OperationFailedError("process not running")
         live.handle.send_signal(signum)
@@ -86,7 +83,7 @@ class SessionIO:
         session = self.runtime.session(session_id)
         session.check_resize(request.expected_attempt_id)
         self.runtime.pipeline.check_writable(self.runtime.store)
-        live = self.runtime.attempts.live.get(session_id)
+        live = self.runtime.attempts.live_attempt(session_id)
         if live is None or live.handle is None:
             raise OperationFailedError("process not running")
         live.handle.resize(rows, cols)

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Callable
 
 from session_supervisor.domain.api_keys import ApiKeys
+from session_supervisor.domain.commit_routing import route_commits
 from session_supervisor.domain.commits import CommitPipeline
 from session_supervisor.domain.hub import Hub
 from session_supervisor.domain.networks import NoNetworks
 from session_supervisor.domain.sandbox_manager import SandboxManager
-from session_supervisor.domain.sandbox_store import live_entry
 
 from .checkpoint import Checkpoints
 from .event_store import SqliteJournals
@@ -73,8 +73,8 @@ class Container:
     pty_runner: object | None = None
     reap: Callable[[int, int], object] | None = None
     new_uuid_hex: Callable[[], str] | None = None
-    # Told about every commit: ``committed(events)`` and ``tick_committed(seconds)``
-    # (api/metrics.py). They only count; the write path never waits on them.
+    # Told about every commit (domain.commit_routing.CommitObserver: api/metrics.py, the webhooks).
+    # They only count; the write path never waits on them.
     observers: list = field(default_factory=list)
     dirs: SandboxDirectories | None = None
     datastore: object | None = None  # the node's PostgreSQL pool, with more than one machine
@@ -107,7 +107,7 @@ class Container:
         loop = asyncio.get_running_loop()
         self.writer = WriterThread(loop)
         self.pipeline = CommitPipeline(TimedSink(self.writer, self._on_tick), self.clock.now_ns,
-                                       self._on_committed)
+                                       route_commits(self.observers))
         base_env = {k: os.environ[k] for k in BASE_ENV_KEYS if k in os.environ}
         base_env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin")
         self.disk = DiskReserve(str(self.settings.data_dir), self.settings.disk_reserve)
@@ -141,6 +141,7 @@ class Container:
         if not self.settings.clustered:
             from .webhooks import Webhooks
             self.webhooks = Webhooks(self)
+            self.observers.append(self.webhooks)  # a sandbox record's commit: look at its subscription now
             await self.webhooks.start()
         self.trimmer.start()
 
@@ -229,19 +230,6 @@ class Container:
         owned = os.stat(volume or workspace)
         owner = (owned.st_uid, owned.st_gid) if owned.st_uid != os.geteuid() else None
         return ConfinedFS(areas, owner, self.disk)
-
-    def _on_committed(self, store, aggregate, events: list) -> None:
-        if aggregate.id not in store.sessions:
-            if self.webhooks is not None and aggregate is store.sandbox:
-                self.webhooks.record_committed(aggregate.id)  # a hint: the sweep looks anyway
-            return
-        store.committed_seq[aggregate.id] = events[-1].originator_version
-        for observer in self.observers:
-            observer.committed(events)
-        if self.hub.has_subscribers(aggregate.id):
-            self.hub.publish(aggregate.id, [live_entry(aggregate.id, event) for event in events])
-        if store.on_commit is not None:
-            store.on_commit(aggregate)
 
     def _on_tick(self, seconds: float) -> None:
         for observer in self.observers:

@@ -22,6 +22,7 @@ import logging
 import time
 import uuid
 
+from session_supervisor.domain.commit_routing import CommitObserver
 from session_supervisor.domain.model import webhooks as wh
 from session_supervisor.domain.model.errors import DomainError
 from session_supervisor.domain.model.timefmt import rfc3339
@@ -38,7 +39,7 @@ FILE_EVENTS_PER_S = 50
 OUTBOX_NAME = "webhooks.sqlite"
 
 
-class Webhooks:
+class Webhooks(CommitObserver):
     def __init__(self, container) -> None:
         self.container = container
         self.manager = container.manager
@@ -75,7 +76,7 @@ class Webhooks:
         return self._locks.setdefault(sandbox_id, asyncio.Lock())
 
     # ---- hints from the rest of the server ---------------------------------------------------------
-    def record_committed(self, sandbox_id: str) -> None:
+    def sandbox_committed(self, sandbox_id: str) -> None:
         """The sandbox's record was committed (claim, pause, resume, update): look now."""
         if self._tasks:
             self._spawn(self.reconcile(sandbox_id))

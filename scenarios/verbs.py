@@ -125,7 +125,7 @@ async def update_spec(world: World, step: dict) -> list[str]:
 async def delete(world: World, step: dict) -> list[str]:
     """DELETE /sessions/{id}."""
     name = step.get("session", "main")
-    return await _call(world, step, f"delete {name}", world.runtime.lifecycle.delete_session(world.session_id(name)))
+    return await _call(world, step, f"delete {name}", commands.delete_session(world.runtime, world.session_id(name)))
 
 
 @verb("input", required={"data": str}, optional={**CALL, "eof": bool, "input_id": str})
@@ -135,7 +135,7 @@ async def send_input(world: World, step: dict) -> list[str]:
     body = {"input_id": step.get("input_id") or f"in-{len(world.calls) + 1}",
             "data_base64": base64.b64encode(step["data"].encode()).decode(), "eof": step.get("eof", False)}
     return await _call(world, step, f"input {name} {step['data']!r}",
-                       commands.write_input(world.runtime.io, world.session_id(name), body))
+                       commands.write_input(world.runtime, world.session_id(name), body))
 
 
 @verb("signal", required={"name": str}, optional=CALL)
@@ -143,7 +143,7 @@ async def send_signal(world: World, step: dict) -> list[str]:
     """POST /signals with ``name`` (TERM, INT, KILL, ...)."""
     name = step.get("session", "main")
     return await _call(world, step, f"signal {name} {step['name']}",
-                       commands.send_signal(world.runtime.io, world.session_id(name), {"signal": step["name"]}))
+                       commands.send_signal(world.runtime, world.session_id(name), {"signal": step["name"]}))
 
 
 # ---- what the scripted process does (fake runner) ----------------------------------------------

@@ -220,14 +220,15 @@ class World:
         sessions = []
         if self.container is not None and self.container.manager is not None:
             for runtime in self.manager.registry.running.values():
-                committed = runtime.store.committed_seq
-                sessions.extend((sid, s.version, committed.get(sid), s.phase)
-                                for sid, s in runtime.store.sessions.items())
+                sessions.extend((sid, live.aggregate.version, live.committed_seq, live.aggregate.phase)
+                                for sid, live in runtime.store.live.items())
         processes = tuple((p.pid, p.alive, len(p.signals)) for p in self.runner.processes)
         calls = tuple(c.task.done() for c in self.calls)
         return tuple(sessions), processes, calls, tuple(self.clock.pending()), self._executor.in_flight
 
     async def advance(self, seconds: float) -> None:
+        # What is ready now (an exit the runner reported) happens at this instant, before time moves.
+        await self.settle()
         await self.clock.advance(seconds, settle=self.settle)
 
     # ---- lifecycle calls ----------------------------------------------------------------------

@@ -13,7 +13,7 @@ import signal
 import orjson
 from sanic import Blueprint, HTTPResponse, Request
 
-from session_supervisor.domain.model.commands import SignalRequest
+from session_supervisor.domain.model.commands import DeleteSession, SendSignal, SignalRequest
 from session_supervisor.domain.model.errors import DomainError, PtyUnavailableError
 
 from .. import aerolvm_schema as shapes
@@ -121,10 +121,10 @@ async def delete_session(request: Request, sandbox_id: str, session_id: str):
     runtime = runtime_of(request, sandbox_id)
     runtime.session(session_id)
     try:
-        await runtime.io.send_signal(session_id, SignalRequest(signal.SIGKILL))
+        await runtime.handle(SendSignal(session_id, SignalRequest(signal.SIGKILL)))
     except DomainError:
         pass  # not running: there is nothing to kill
-    await runtime.lifecycle.delete_session(session_id)
+    await runtime.handle(DeleteSession(session_id))
     return HTTPResponse(status=204)
 
 
@@ -132,7 +132,7 @@ async def delete_session(request: Request, sandbox_id: str, session_id: str):
 async def signal_session(request: Request, sandbox_id: str, session_id: str):
     """200 {"status":"ok"}; 400 unsupported signal; 404; 409 not running."""
     body = shapes.body_object(parse_json(request))
-    await commands.send_signal(runtime_of(request, sandbox_id).io, session_id, {"signal": body.get("signal")})
+    await commands.send_signal(runtime_of(request, sandbox_id), session_id, {"signal": body.get("signal")})
     return reply({"status": "ok"})
 
 
@@ -141,7 +141,7 @@ async def resize_session(request: Request, sandbox_id: str, session_id: str):
     """200 {"status":"ok"} (a no-op for pipes); 400 sizes <= 0; 404; 409 not running."""
     body = shapes.body_object(parse_json(request))
     try:
-        await commands.resize(runtime_of(request, sandbox_id).io, session_id,
+        await commands.resize(runtime_of(request, sandbox_id), session_id,
                               {"rows": body.get("rows"), "cols": body.get("cols")})
     except PtyUnavailableError:
         pass

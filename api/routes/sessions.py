@@ -54,7 +54,7 @@ async def update_session(request: Request, sandbox_id: str, session_id: str):
 @bp.delete("/<session_id>", ctx_action="delete_session")
 async def delete_session(request: Request, sandbox_id: str, session_id: str):
     """200 {"deleted": true}; 404 session_not_found."""
-    await runtime_of(request, sandbox_id).lifecycle.delete_session(session_id)
+    await commands.delete_session(runtime_of(request, sandbox_id), session_id)
     return ok({"deleted": True})
 
 
@@ -78,18 +78,18 @@ async def create_attempt(request: Request, sandbox_id: str, session_id: str):
 async def write_input(request: Request, sandbox_id: str, session_id: str):
     """202 {input_id, attempt_id, accepted, duplicate}; 400; 404; 409; 429 input_buffer_full."""
     body = body_object(parse_json(request))
-    return ok(await commands.write_input(runtime_of(request, sandbox_id).io, session_id, body), 202)
+    return ok(await commands.write_input(runtime_of(request, sandbox_id), session_id, body), 202)
 
 
 @bp.post("/<session_id>/signals", ctx_action="signal_session")
 async def send_signal(request: Request, sandbox_id: str, session_id: str):
     """202 {"accepted": true}; 400 unsupported signal; 404; 409."""
-    await commands.send_signal(runtime_of(request, sandbox_id).io, session_id, parse_json(request))
+    await commands.send_signal(runtime_of(request, sandbox_id), session_id, parse_json(request))
     return ok({"accepted": True}, 202)
 
 
 @bp.put("/<session_id>/terminal", ctx_action="resize_session_terminal")
 async def resize_terminal(request: Request, sandbox_id: str, session_id: str):
     """200 {"resized": true}; 400; 404; 409 not running, mismatch, or pty not available."""
-    await commands.resize(runtime_of(request, sandbox_id).io, session_id, parse_json(request))
+    await commands.resize(runtime_of(request, sandbox_id), session_id, parse_json(request))
     return ok({"resized": True})

@@ -39,9 +39,9 @@ REPLAY_PAGE = 64  # events per journal read: output events can be 256 KiB each
 # The frames a client may send, each to the one runtime call it means (an explicit table:
 # no frame type can reach any other method of the runtime).
 OPERATIONS = {
-    "input": lambda runtime, session_id, message: commands.write_input(runtime.io, session_id, message),
-    "signal": lambda runtime, session_id, message: commands.send_signal(runtime.io, session_id, message),
-    "resize": lambda runtime, session_id, message: commands.resize(runtime.io, session_id, message),
+    "input": commands.write_input,
+    "signal": commands.send_signal,
+    "resize": commands.resize,
 }
 GONE = (ConnectionClosed, WebsocketClosed)  # the peer went away: nothing to report
 

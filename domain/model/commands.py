@@ -42,3 +42,55 @@ def bounded_key(value: str, what: str) -> str:
     if "\x00" in value or len(value.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
         raise InvalidRequestError(f"{what} is invalid: at most {MAX_KEY_BYTES} bytes, no NUL")
     return value
+
+
+# ---- the session commands a sandbox runtime handles (``SandboxRuntime.handle``) ------------------
+@dataclass(frozen=True)
+class CreateSession:
+    spec: dict  # normalized (``model.spec.normalize_spec``)
+    idempotency_key: str = ""  # bounded (``bounded_key``)
+
+
+@dataclass(frozen=True)
+class UpdateSession:
+    session_id: str
+    spec: dict  # normalized
+
+
+@dataclass(frozen=True)
+class SetDesiredState:
+    session_id: str
+    state: DesiredState
+
+
+@dataclass(frozen=True)
+class CreateAttempt:
+    session_id: str
+    replace_current: bool = False
+
+
+@dataclass(frozen=True)
+class DeleteSession:
+    session_id: str
+
+
+@dataclass(frozen=True)
+class WriteInput:
+    session_id: str
+    request: InputRequest
+
+
+@dataclass(frozen=True)
+class SendSignal:
+    session_id: str
+    request: SignalRequest
+
+
+@dataclass(frozen=True)
+class ResizeTerminal:
+    session_id: str
+    request: ResizeRequest
+
+
+SessionCommand = (CreateSession | UpdateSession | SetDesiredState | CreateAttempt | DeleteSession
+                  | WriteInput | SendSignal | ResizeTerminal)

@@ -21,6 +21,7 @@ from .errors import (
 from .phases import ACTIVE_PHASES, LIVE_PHASES, DesiredState, Phase, can_move
 from .policies import RESTART_LIMIT_EXCEEDED, RestartDecision, decide_restart
 from .retention import account as account_retention
+from .session_spec import AttemptRecord, SessionSpec
 
 START_FAILED = "start_failed"
 RUNTIME_REPLACED = "runtime_replaced"
@@ -90,8 +91,21 @@ class Session(BaseAggregate[str]):
         return SessionView(self)
 
     @property
+    def settings(self) -> SessionSpec:
+        """The spec as typed records, built once per spec (a spec is replaced, never changed in
+        place). Kept out of snapshots (``retention.take_snapshot``)."""
+        cached = self.__dict__.get("_settings")
+        if cached is None or cached[0] is not self.spec:
+            cached = self.__dict__["_settings"] = (self.spec, SessionSpec.of(self.spec))
+        return cached[1]
+
+    @property
     def attempt(self) -> dict | None:
         return self.attempts[-1] if self.attempts else None
+
+    @property
+    def current_attempt(self) -> AttemptRecord | None:
+        return AttemptRecord.of(self.attempts[-1]) if self.attempts else None
 
     @property
     def attempt_id(self) -> str:

@@ -68,7 +68,7 @@ def test_input_just_before_the_deadline_postpones_an_idle_expiry(tmp_path):
         session = await create(world, "a", lifecycle={"idle_timeout_seconds": 2})
         await world.advance(1.75)
         body_ = {"input_id": "i1", "data_base64": "aGkK"}
-        await commands.write_input(world.runtime.io, session.id, body_)
+        await commands.write_input(world.runtime, session.id, body_)
         await world.advance(1.75)
         assert session.phase == "running"
         await world.advance(0.25)

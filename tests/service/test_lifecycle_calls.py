@@ -5,6 +5,7 @@ import asyncio
 
 import pytest
 
+from session_supervisor.domain.model.commands import DeleteSession
 from session_supervisor.domain.model.errors import AttemptRunningError, OperationFailedError, SessionNotFoundError
 from session_supervisor.api import commands
 from tests.service.worlds import create, in_world, journal_types
@@ -26,7 +27,7 @@ def test_a_call_waiting_behind_a_delete_finds_the_session_gone(tmp_path):
     async def body(world):
         session = await create(world, "a", lifecycle={"stop_grace_period_seconds": 5})
         world.process("a").ignore(15)
-        deleting = asyncio.ensure_future(world.runtime.lifecycle.delete_session(session.id))
+        deleting = asyncio.ensure_future(world.runtime.handle(DeleteSession(session.id)))
         await world.settle()
         updating = asyncio.ensure_future(commands.set_desired_state(world.runtime, session.id, {"state": "running"}))
         await world.advance(5)
@@ -97,8 +98,8 @@ def test_a_slow_stop_of_one_session_does_not_hold_up_calls_on_another(tmp_path):
         stopping = asyncio.ensure_future(commands.set_desired_state(world.runtime, slow.id, {"state": "stopped"}))
         await world.settle()
         runtime = world.runtime
-        await commands.write_input(runtime.io, other.id, {"input_id": "i1", "data_base64": "aGkK"})
-        await commands.send_signal(runtime.io, other.id, {"signal": "USR1"})
+        await commands.write_input(runtime, other.id, {"input_id": "i1", "data_base64": "aGkK"})
+        await commands.send_signal(runtime, other.id, {"signal": "USR1"})
         await runtime.journal.events_page(other.id, 0, 100)
         await commands.create_attempt(runtime, other.id, {"replace_current": True})
         await commands.update_session(runtime, other.id, {"command": ["worker"], "name": "renamed"})
@@ -130,7 +131,7 @@ def test_delete_removes_the_stored_journal(tmp_path):
         session = await create(world, "a")
         store = world.runtime.store
         assert await asyncio.to_thread(store.read_records, session.id, 0, 10**6, 1000)
-        await world.runtime.lifecycle.delete_session(session.id)
+        await world.runtime.handle(DeleteSession(session.id))
         assert await asyncio.to_thread(store.read_records, session.id, 0, 10**6, 1000) == []
         with pytest.raises(SessionNotFoundError):
             world.runtime.session(session.id)

@@ -13,6 +13,8 @@ from session_supervisor.domain.model.session import Session
 from session_supervisor.domain.model.spec import normalize_spec
 from session_supervisor.domain.ports import CommitOutcome, ExitStatus, Launch
 from session_supervisor.domain.attempt_runner import AttemptRunner
+from session_supervisor.domain.live_session import LiveSession
+from session_supervisor.domain.task_owner import TaskOwner
 from session_supervisor.infra.fakes import FakeClock, ScriptedRunner
 
 
@@ -49,10 +51,6 @@ class Isolation:
         self.released = True
 
 
-class Nothing:
-    def stop(self) -> None: ...
-    async def close_all(self) -> None: ...
-
 
 class FakeHost:
     """Exactly the AttemptHost port, nothing of a SandboxRuntime."""
@@ -65,10 +63,9 @@ class FakeHost:
         self.pipe_runner = ScriptedRunner()
         self.pty_runner = ScriptedRunner(first_pid=50_001)
         self.isolation = Isolation()
-        self.contexts = Nothing()
-        self.expiry = Nothing()
+        self.tasks = TaskOwner("the fake host")
         self._ids = iter(f"att-{n}" for n in range(1, 100))
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._live: dict[str, LiveSession] = {}
         self.sessions: list[Session] = []
 
     @property
@@ -90,8 +87,15 @@ class FakeHost:
     def translate_exit(self, status: ExitStatus, attempt_id: str = "") -> ExitStatus:
         return self.isolation.translate_exit(status, attempt_id)
 
-    def lifecycle_lock(self, session_id: str) -> asyncio.Lock:
-        return self._locks.setdefault(session_id, asyncio.Lock())
+    def live_session(self, session_id: str) -> LiveSession:
+        return self._live[session_id]
+
+    def live_sessions(self) -> list[LiveSession]:
+        return list(self._live.values())
+
+    def adopt(self, session: Session) -> Session:
+        self._live[session.id] = LiveSession(session, committed=True)
+        return session
 
     def journal(self) -> list[str]:
         return [type(e).__name__ for e in self.sink.events]
@@ -134,7 +138,7 @@ def run(story):
 def test_an_attempt_launches_what_its_host_says_and_records_start_output_and_exit_in_order():
     async def story():
         async with runner() as (host, attempts):
-            session = new_session()
+            session = host.adopt(new_session())
             assert await attempts.start_attempt(session, "initial") is None
             process, = host.pipe_runner.processes
             assert process.argv == ["worker"] and process.launch.env == {"A": "1"}
@@ -143,16 +147,16 @@ def test_an_attempt_launches_what_its_host_says_and_records_start_output_and_exi
             await settle(host)
             assert host.journal() == ["Created", "AttemptStarting", "AttemptStarted", "Ready", "Output",
                                       "AttemptExited"]
-            assert session.attempt["exit_code"] == 3 and "ses-1" not in attempts.live
+            assert session.attempt["exit_code"] == 3 and attempts.live_attempt("ses-1") is None
     run(story)
 
 
 def test_queued_input_reaches_the_process_in_order_and_eof_closes_it_after_everything_before():
     async def story():
         async with runner() as (host, attempts):
-            session = new_session()
+            session = host.adopt(new_session())
             await attempts.start_attempt(session, "initial")
-            live = attempts.live[session.id]
+            live = attempts.live_attempt(session.id)
             attempts.queue_input(live, b"one ", False)
             closed = attempts.queue_input(live, b"two", True)
             await closed
@@ -164,7 +168,7 @@ def test_queued_input_reaches_the_process_in_order_and_eof_closes_it_after_every
 def test_a_stop_sends_term_then_kill_after_the_grace_period_on_the_injected_clock():
     async def story():
         async with runner() as (host, attempts):
-            session = new_session(lifecycle={"stop_grace_period_seconds": 3})
+            session = host.adopt(new_session(lifecycle={"stop_grace_period_seconds": 3}))
             await attempts.start_attempt(session, "initial")
             process, = host.pipe_runner.processes
             process.ignore(signal.SIGTERM)
@@ -187,7 +191,7 @@ def test_a_launch_that_fails_is_recorded_as_start_failed_and_returned():
     async def story():
         async with runner() as (host, attempts):
             host.pipe_runner.fail_next()
-            session = new_session()
+            session = host.adopt(new_session())
             failure = await attempts.start_attempt(session, "initial")
             await settle(host)
             assert failure is not None and "no such file" in str(failure)
@@ -199,7 +203,7 @@ def test_releasing_the_runtime_kills_every_attempt_and_releases_the_isolation_wi
     async def story():
         host = FakeHost()
         attempts = AttemptRunner(host)
-        session = new_session()
+        session = host.adopt(new_session())
         await attempts.start_attempt(session, "initial")
         await settle(host)
         before = host.journal()
@@ -214,7 +218,7 @@ def test_releasing_the_runtime_kills_every_attempt_and_releases_the_isolation_wi
 def test_a_freeze_stops_running_attempts_and_records_it_and_a_thaw_takes_it_back():
     async def story():
         async with runner() as (host, attempts):
-            session = new_session()
+            session = host.adopt(new_session())
             host.sessions.append(session)
             await attempts.start_attempt(session, "initial")
             await settle(host)
@@ -233,7 +237,7 @@ def test_a_freeze_stops_running_attempts_and_records_it_and_a_thaw_takes_it_back
 def test_an_abandoned_attempt_exits_without_a_recorded_fact_and_its_restart_timer_is_gone():
     async def story():
         async with runner() as (host, attempts):
-            session = new_session(lifecycle={"restart": {"policy": "always"}})
+            session = host.adopt(new_session(lifecycle={"restart": {"policy": "always"}}))
             host.sessions.append(session)
             await attempts.start_attempt(session, "initial")
             await settle(host)
@@ -242,5 +246,5 @@ def test_an_abandoned_attempt_exits_without_a_recorded_fact_and_its_restart_time
             process, = host.pipe_runner.processes
             process.exit(1)
             await settle(host)
-            assert host.journal() == before and not attempts.timers
+            assert host.journal() == before and host.live_session(session.id).restart_timer is None
     run(story)
