@@ -28,6 +28,7 @@ from session_supervisor.domain.model.journal import JournalEntry
 from session_supervisor.domain.model.commands import InputRequest, WriteInput
 
 from . import commands
+from .journal_wire import record_of
 from .aerolvm_schema import exit_info, is_finished
 from .routes.ws import GONE, first_done, retrieve_outcome
 
@@ -163,7 +164,7 @@ class Attach:
         if data is not None:  # raw bytes from the commit: never through base64
             await self.ws.send(PREFIX.get(entry.state["stream"], STDOUT) + data)
             return
-        record = entry.record()
+        record = record_of(entry)
         kind = record["type"]
         if kind == "attempt.exited":
             info = {"code": record.get("exit_code", -1)}

@@ -10,7 +10,7 @@ import asyncio
 from typing import Callable
 
 from .hub import Hub, Subscriber
-from .read_ahead import PageReadAhead
+from .read_ahead import PageReadAhead, Render
 from .model.errors import CursorExpiredError, InvalidRequestError
 from .model.session import Session
 from .retention import Retention
@@ -24,7 +24,7 @@ class SessionJournal:
         self.hub = hub
         self.retention = retention
         self.session = session  # by id; SessionNotFoundError (404) for an unknown one
-        self.read_ahead = PageReadAhead(store.read_public_json, ReadAheadSlots(store))
+        self.read_ahead = PageReadAhead(store.read_raw, ReadAheadSlots(store))
 
     def cursor(self, session: Session) -> tuple[int, int]:
         return session.earliest_seq, self.store.committed_seq.get(session.id, 0)
@@ -37,21 +37,15 @@ class SessionJournal:
             raise CursorExpiredError(earliest, latest)
         return earliest, latest
 
-    async def _read(self, session_id: str, after: int, upto: int, limit: int, lifecycle_only: bool, as_json: bool):
-        """Public records (dicts), or with ``as_json`` the public events as JSON bytes with the
-        seq of the last row read (``PublicJson``): what pages and SSE send, at half the cost,
-        and read ahead for a client paging on."""
-        if as_json:
-            return await self.read_ahead.page(session_id, after, upto, limit, lifecycle_only)
-        return await asyncio.to_thread(self.store.read_records, session_id, after, upto, limit, lifecycle_only)
-
     # ---- journal ---------------------------------------------------------------------------
-    async def events_page(self, session_id: str, after: int, limit: int, *, as_json: bool = False):
-        """A page of events after ``after`` (records, or JSON with ``as_json``) and the cursor."""
+    async def events_page(self, session_id: str, after: int, limit: int, render: Render):
+        """A page of events after ``after`` as ``render`` makes it (the API's wire form, with the
+        seq of the last row read), and the cursor. Read in a worker thread, and the next page
+        read ahead for a client paging on."""
         session = self.session(session_id)
         self.retention.trim(session)
         earliest, latest = self.check_cursor(session, after)
-        events = await self._read(session_id, after, latest, limit, False, as_json)
+        events = await self.read_ahead.page(session_id, after, latest, limit, False, render)
         self._still_retained(session, after)
         return events, (earliest, latest)
 
@@ -69,10 +63,10 @@ class SessionJournal:
         _earliest, latest = self.check_cursor(session, after)
         return self.hub.subscribe(session_id), latest
 
-    async def replay(self, session_id: str, after: int, upto: int, page: int = 1000, *, as_json: bool = False):
-        """One page of a stream's replay; CursorExpiredError if trimming overtook it."""
+    async def replay(self, session_id: str, after: int, upto: int, render: Render, page: int = 1000):
+        """One page of a stream's replay (as ``events_page``); CursorExpiredError if trimming overtook it."""
         session = self.session(session_id)
-        events = await self._read(session_id, after, upto, page, False, as_json)
+        events = await self.read_ahead.page(session_id, after, upto, page, False, render)
         self._still_retained(session, after)
         return events
 
@@ -87,13 +81,13 @@ class SessionJournal:
         number = view.attempt["number"]
         return [*(dict(a) for a in session.attempts[:number - 1]), view.attempt]
 
-    async def history_page(self, session_id: str, after: int, limit: int, *, as_json: bool = False):
+    async def history_page(self, session_id: str, after: int, limit: int, render: Render):
         """Lifecycle events only (``session.*``, ``attempt.*``), from seq 1 whatever was trimmed."""
         self.session(session_id)  # 404 for an unknown session
         latest = self.store.committed_seq.get(session_id, 0)
         if after > latest:
             raise InvalidRequestError(f"event cursor must not be greater than latest sequence {latest}")
-        events = await self._read(session_id, after, latest, limit, True, as_json)
+        events = await self.read_ahead.page(session_id, after, latest, limit, True, render)
         return events, (1, latest)
 
     async def output_tail(self, session_id: str, upto: int, min_bytes: int) -> list[tuple[str, bytes]]:

@@ -198,6 +198,15 @@ class StoredRow(NamedTuple):
 PublicJson = tuple[int, str, bytes]
 
 
+class RawRows(NamedTuple):
+    """Stored events as a journal store holds them, for the API to render (``api/journal_wire.py``)
+    without a ``StoredRow`` per event: the replay path."""
+
+    rows: list[tuple[int, str, bytes]]  # (seq, topic, stored state), ascending
+    last: int  # the seq of the last row read (0: none), also when a row's record was gone
+    decode: Callable[[bytes], dict]  # the store's codec: stored state -> its fields
+
+
 @dataclass
 class CommitOutcome:
     """A journal store's answer to one commit: committed, refused as a whole (``store_error``:
@@ -216,7 +225,7 @@ class JournalStore(Protocol):
     ``infra.event_store.SqliteJournal`` keeps it in one SQLite file in the sandbox's state dir;
     a PostgreSQL store keeps it in the database. The domain never sees SQL, rows or the codec:
     it commits domain events, loads aggregates, and reads ``StoredRow``s (or, for pages and
-replay, the public events as JSON). Calls block: the
+    replay, ``RawRows`` it hands to the API unopened). Calls block: the
     commit and the maintenance calls run on the writer thread, reads in worker threads.
     """
 
@@ -225,10 +234,9 @@ replay, the public events as JSON). Calls block: the
     def commit(self, events: list, snapshots: list) -> CommitOutcome: ...  # never raises
     def read_rows(self, originator_id: str, gt: int, lte: int, limit: int,
                   topics: frozenset[str] | None = None, desc: bool = False) -> list[StoredRow]: ...
-    # The same rows' public events as JSON (no StoredRow or record dict: the replay path),
-    # and the seq of the last row read.
-    def read_public_json(self, originator_id: str, gt: int, lte: int, limit: int,
-                         topics: frozenset[str] | None = None) -> tuple[list[PublicJson], int]: ...
+    # The same rows, not decoded (the replay path: rendered by the API straight from them).
+    def read_raw(self, originator_id: str, gt: int, lte: int, limit: int,
+                 topics: frozenset[str] | None = None) -> RawRows: ...
     def trim_events(self, originator_id: str, gt: int, lte: int, keep_topics: Iterable[str], limit: int,
                     snapshots_before: int = 0) -> int: ...
     def reclaim_space(self, keep_bytes: int, max_bytes: int) -> int: ...  # free space handed back (bytes)

@@ -26,8 +26,10 @@ PAGE_BYTES = 8 * 1024 * 1024  # a bigger page is not read ahead: it would hold t
 KEEP_S = 5.0  # a page nobody asked for is dropped after this long
 BUDGET_BYTES = 32 * 1024 * 1024  # read ahead for all of a sandbox's sessions at once
 
-# (session id, after, upto, limit, lifecycle only) -> (events, seq of the last row read)
-Reader = Callable[[str, int, int, int, bool], tuple[list[PublicJson], int]]
+# (session id, after, upto, limit, lifecycle only) -> rows (or, without a render, the page itself)
+Reader = Callable[[str, int, int, int, bool], object]
+# (session id, rows) -> (events as JSON, seq of the last row read): the API's wire form
+Render = Callable[[str, object], tuple[list[PublicJson], int]]
 
 
 class AheadPage:
@@ -66,25 +68,31 @@ class PageReadAhead:
         self._held = 0  # bytes expected in what is read ahead now
 
     async def page(self, session_id: str, after: int, upto: int, limit: int,
-                   lifecycle_only: bool = False) -> tuple[list[PublicJson], int]:
+                   lifecycle_only: bool = False, render: Render | None = None) -> tuple[list[PublicJson], int]:
         """Events in (after, upto], at most ``limit``: read ahead when it was, else read now;
-        then the page after it is read ahead when this one was full and more is committed."""
-        key = (after, limit, lifecycle_only)
+        then the page after it is read ahead when this one was full and more is committed.
+        ``render``: what the reader's rows become (the API's wire form), in the same thread."""
+        key = (after, limit, lifecycle_only, render)
         ahead = self._take(session_id)
         read = await _result(ahead.future) if ahead is not None and ahead.key == key and ahead.upto <= upto else None
         if read is None:
-            events, last = await asyncio.to_thread(self._read, session_id, after, upto, limit, lifecycle_only)
+            events, last = await asyncio.to_thread(self._fetch, session_id, after, upto, limit, lifecycle_only, render)
         else:
             events, last = read
             if len(events) < limit and upto > ahead.upto:  # it read to its end: add what came since
-                more, more_last = await asyncio.to_thread(self._read, session_id, ahead.upto, upto,
-                                                          limit - len(events), lifecycle_only)
+                more, more_last = await asyncio.to_thread(self._fetch, session_id, ahead.upto, upto,
+                                                          limit - len(events), lifecycle_only, render)
                 events, last = events + more, more_last or last
         if len(events) == limit and last < upto:
             size = sum(len(json) for _s, _k, json in events)
             if size <= PAGE_BYTES and self._held + size <= BUDGET_BYTES:
-                self._start(session_id, (last, limit, lifecycle_only), upto, size)
+                self._start(session_id, (last, limit, lifecycle_only, render), upto, size)
         return events, last
+
+    def _fetch(self, session_id: str, after: int, upto: int, limit: int, lifecycle_only: bool,
+               render: Render | None):
+        rows = self._read(session_id, after, upto, limit, lifecycle_only)
+        return rows if render is None else render(session_id, rows)
 
     def drop(self, session_id: str) -> None:
         """Forget what was read ahead for a session (it was deleted)."""
@@ -97,9 +105,10 @@ class PageReadAhead:
         return ahead
 
     def _start(self, session_id: str, key: tuple, upto: int, size: int) -> None:
-        after, limit, lifecycle_only = key
+        after, limit, lifecycle_only, render = key
         loop = asyncio.get_running_loop()
-        future = asyncio.ensure_future(asyncio.to_thread(self._read, session_id, after, upto, limit, lifecycle_only))
+        future = asyncio.ensure_future(asyncio.to_thread(self._fetch, session_id, after, upto, limit,
+                                                         lifecycle_only, render))
         future.add_done_callback(_retrieve)  # a read refused (store closed) is simply not used
         expiry = loop.call_later(KEEP_S, self._expire, session_id, future)
         self._ahead[session_id] = AheadPage(self, key, upto, future, expiry, size)

@@ -1,9 +1,9 @@
 """SandboxStore: one sandbox's aggregates, live in memory, over its journal store (one store per sandbox).
 
-It owns the live aggregates (a dict: never a store read on the hot path), the committed
-seq of each session, and the idempotency keys of its creates. The events themselves live
-in a ``JournalStore`` (``domain.ports``): this module never sees SQL, rows or the codec.
-Journal pages are read back through the port and rendered by ``model.journal``.
+It owns the live sessions (one ``LiveSession`` each, in ``live``: never a store read on the hot
+path) and the idempotency keys of its creates. The events themselves live in a ``JournalStore``
+(``domain.ports``): this module never sees SQL or the codec. Journal pages are read back through
+the port as raw rows the API renders (``api/journal_wire.py``).
 """
 from __future__ import annotations
 
@@ -11,11 +11,10 @@ from collections.abc import Iterator, Mapping
 from typing import Callable
 
 from .live_session import LiveSession
-from .model.journal import LIFECYCLE_TOPICS, OUTPUT_TOPIC, PUBLIC_TYPE, JournalEntry, public_record
+from .model.journal import LIFECYCLE_TOPICS, OUTPUT_TOPIC, JournalEntry
 from .model.sandbox import Sandbox
 from .model.session import Session, SessionView
-from .model.timefmt import rfc3339
-from .ports import JournalStore, PublicJson
+from .ports import JournalStore, RawRows
 from .read_ahead import AheadPage
 
 OUTPUT_ONLY = frozenset((OUTPUT_TOPIC,))
@@ -124,19 +123,10 @@ class SandboxStore:
         self.journal.close()
 
     # ---- journal reads (sync: called through asyncio.to_thread) -------------------------
-    def read_records(self, session_id: str, after: int, upto: int, limit: int,
-                     lifecycle_only: bool = False) -> list[dict]:
-        """Public records (seq in (after, upto]), rendered by the one renderer."""
-        rows = self.journal.read_rows(session_id, after, upto, limit,
-                                      LIFECYCLE_TOPICS if lifecycle_only else None)
-        return [public_record(session_id, row.seq, row.topic, row.state, rfc3339(row.occurred_ns))
-                for row in rows if row.topic in PUBLIC_TYPE]
-
-    def read_public_json(self, session_id: str, after: int, upto: int, limit: int,
-                         lifecycle_only: bool = False) -> tuple[list[PublicJson], int]:
-        """The same events as JSON for pages and SSE, and the seq of the last row read."""
-        return self.journal.read_public_json(session_id, after, upto, limit,
-                                             LIFECYCLE_TOPICS if lifecycle_only else None)
+    def read_raw(self, session_id: str, after: int, upto: int, limit: int,
+                 lifecycle_only: bool = False) -> RawRows:
+        """Stored events with seq in (after, upto], not decoded: the API renders them."""
+        return self.journal.read_raw(session_id, after, upto, limit, LIFECYCLE_TOPICS if lifecycle_only else None)
 
     def read_output_tail(self, session_id: str, floor: int, upto: int,
                          min_bytes: int) -> list[tuple[str, bytes]]:

@@ -20,12 +20,11 @@ from eventsourcing.persistence import Mapper, MapperDeserialisationError, Stored
 
 from session_supervisor.domain.model import events as ev
 from session_supervisor.domain.model.errors import UnavailableError
-from session_supervisor.domain.ports import CommitOutcome, PublicJson, StoredRow
+from session_supervisor.domain.ports import CommitOutcome, RawRows, StoredRow
 from session_supervisor.domain.store_faults import store_error
 
 from .journal_common import committed, encode_all, project, stored_row
 from .output_segments import OUTPUT_TOPIC, OutputSegments
-from .public_json import render_rows
 from .segment_format import REF_LEN, REF_MARK, SEGMENTS_DIR, is_ref
 from .sqlite_factory import DB_NAME, TunedSQLiteFactory, prepare_database, store_env
 
@@ -207,15 +206,14 @@ class SqliteJournal:
                 rows = self._resolved(originator_id, rows)
         return [stored_row(decode, version, topic, state) for version, topic, state in rows]
 
-    def read_public_json(self, originator_id: str, gt: int, lte: int, limit: int,
-                         topics: frozenset[str] | None = None) -> tuple[list[PublicJson], int]:
+    def read_raw(self, originator_id: str, gt: int, lte: int, limit: int,
+                 topics: frozenset[str] | None = None) -> RawRows:
         with self._reading():
             rows = self._factory.select_topics(originator_id, gt, lte, topics, limit)
-            if not any(is_ref(state) for _v, _t, state in rows):
-                return render_rows(originator_id, rows, self._decode)
-            resolved = self._resolved(originator_id, rows)
-        rendered, _last = render_rows(originator_id, resolved, self._decode)
-        return rendered, rows[-1][0]  # the last row read, also when its record was gone
+            last = rows[-1][0] if rows else 0  # the last row read, also when its record was gone
+            if any(is_ref(state) for _v, _t, state in rows):
+                rows = self._resolved(originator_id, rows)
+        return RawRows(rows, last, self._decode)
 
     def _resolved(self, originator_id: str, rows: list) -> list:
         """Rows with their segment records in place of references. A record that is gone was

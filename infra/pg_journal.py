@@ -15,14 +15,13 @@ import logging
 from psycopg.sql import SQL, Identifier
 
 from session_supervisor.domain.model.errors import StoreUnavailableError
-from session_supervisor.domain.ports import CommitOutcome, PublicJson, StoredRow
+from session_supervisor.domain.ports import CommitOutcome, RawRows, StoredRow
 from session_supervisor.domain.store_faults import store_error
 
 from .cluster import LeaseOwnership
 from .journal_common import committed, encode_all, project, stored_row
 from .leases import LeaseLostError, fence
 from .leases import TABLE as LEASES_TABLE
-from .public_json import render_rows
 from .pg_store import create_sandbox_tables, drop_sandbox_tables, insert, mapper, recorders, table_names
 
 log = logging.getLogger(__name__)
@@ -90,9 +89,10 @@ class PostgresJournal:
         return [stored_row(decode, version, topic, state)
                 for version, topic, state in self._select(originator_id, gt, lte, limit, topics, desc)]
 
-    def read_public_json(self, originator_id: str, gt: int, lte: int, limit: int,
-                         topics: frozenset[str] | None = None) -> tuple[list[PublicJson], int]:
-        return render_rows(originator_id, self._select(originator_id, gt, lte, limit, topics), self._decode)
+    def read_raw(self, originator_id: str, gt: int, lte: int, limit: int,
+                 topics: frozenset[str] | None = None) -> RawRows:
+        rows = self._select(originator_id, gt, lte, limit, topics)
+        return RawRows(rows, rows[-1][0] if rows else 0, self._decode)
 
     def _select(self, originator_id: str, gt: int, lte: int, limit: int, topics, desc: bool = False) -> list:
         """``(version, topic, state)`` rows in (gt, lte], ascending (or descending)."""

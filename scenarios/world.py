@@ -19,6 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
+from session_supervisor.api.journal_wire import json_rows
 from session_supervisor.infra.bootstrap import Container
 from session_supervisor.infra.clock import SystemClock
 from session_supervisor.infra.fakes import FakeClock, ScriptedProcess, ScriptedRunner
@@ -179,8 +182,9 @@ class World:
                     self._pids[session_id] = attempt["pid"]
 
     async def journal(self, name: str, after: int = 0) -> list[dict]:
-        records, _cursor = await self.runtime.journal.events_page(self.session_id(name), after, 1_000_000)
-        return records
+        (events, _last), _cursor = await self.runtime.journal.events_page(self.session_id(name), after, 1_000_000,
+                                                                          json_rows)
+        return [orjson.loads(json) for _seq, _kind, json in events]  # what a client of the API reads
 
     @property
     def elapsed(self) -> str:

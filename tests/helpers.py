@@ -17,7 +17,10 @@ import time
 from pathlib import Path
 
 import httpx
+import orjson
 from dateutil.parser import isoparse
+
+from session_supervisor.api.journal_wire import json_rows
 
 TOKEN = "test-token"
 SESSION_ID_RE = re.compile(r"^ses-[0-9a-f]{8}-[0-9a-f]{3}$")
@@ -312,3 +315,15 @@ def workspace_dir(data_dir, sandbox_id: str) -> Path:
     """A sandbox's workspace on the host: on its own disk when it has one (infra/sandbox_dirs.py)."""
     base = Path(data_dir) / "sandboxes" / sandbox_id
     return base / "disk" / "workspace" if (base / "disk").is_dir() else base / "workspace"
+
+
+# -- journals read in-process ----------------------------------------------------------
+def read_records(store, session_id: str, after: int, upto: int, limit: int, lifecycle_only: bool = False) -> list[dict]:
+    """The public records of a store's events in (after, upto], as the API renders them (sync)."""
+    return [orjson.loads(json) for _seq, _kind, json in
+            json_rows(session_id, store.read_raw(session_id, after, upto, limit, lifecycle_only))[0]]
+
+
+def read_public_json(journal, session_id: str, after: int, upto: int, limit: int):
+    """A journal store's page as the API sends it: ``(events as JSON, seq of the last row read)``."""
+    return json_rows(session_id, journal.read_raw(session_id, after, upto, limit))

@@ -9,7 +9,8 @@ import orjson
 import pytest
 
 from session_supervisor.domain.model import events as ev
-from session_supervisor.domain.model.journal import PUBLIC_TYPE, public_record
+from session_supervisor.api.journal_wire import public_record
+from session_supervisor.domain.model.journal import PUBLIC_TYPE
 from session_supervisor.domain.model.session import Session
 from session_supervisor.domain.model.spec import normalize_spec
 from session_supervisor.infra.codec import OrjsonTranscoder

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from sanic import Blueprint, Request
 
+from ..journal_wire import json_rows
 from ..wire import parse_cursor, parse_limit
 
 from ..schemas import ok, ok_events_page, render_attempt
@@ -30,5 +31,5 @@ async def list_history(request: Request, sandbox_id: str, session_id: str):
     after = parse_cursor(request.args.get("after"))
     limit = parse_limit(request.args.get("limit"))
     (events, _last), (earliest, latest) = await runtime_of(request, sandbox_id).journal.history_page(
-        session_id, after, limit, as_json=True)
+        session_id, after, limit, json_rows)
     return ok_events_page(events, earliest, latest)

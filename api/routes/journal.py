@@ -4,6 +4,7 @@ from __future__ import annotations
 from sanic import Blueprint, Request
 
 from session_supervisor.domain.model.errors import CursorExpiredError
+from ..journal_wire import json_rows, record_of
 from ..wire import parse_cursor, parse_limit
 
 from ..schemas import ok_events_page
@@ -19,7 +20,7 @@ async def list_events(request: Request, sandbox_id: str, session_id: str):
     after = parse_cursor(request.args.get("after"))
     limit = parse_limit(request.args.get("limit"))
     (events, _last), (earliest, latest) = await runtime_of(request, sandbox_id).journal.events_page(
-        session_id, after, limit, as_json=True)
+        session_id, after, limit, json_rows)
     return ok_events_page(events, earliest, latest)
 
 
@@ -58,7 +59,7 @@ async def stream_events(request: Request, sandbox_id: str, session_id: str):
         last = after
         try:
             while last < upto:  # replay the committed snapshot, page by page
-                events, read_upto = await runtime.journal.replay(session_id, last, upto, as_json=True)
+                events, read_upto = await runtime.journal.replay(session_id, last, upto, json_rows)
                 if not read_upto:
                     break
                 await send_frames(response, sse_frames(events))
@@ -73,7 +74,7 @@ async def stream_events(request: Request, sandbox_id: str, session_id: str):
             batch = await subscriber.next_batch(HEARTBEAT_S)
             fresh = [entry for entry in batch if entry.seq > last]
             if fresh:
-                await send_frames(response, [sse_frame(entry.record()) for entry in fresh])
+                await send_frames(response, [sse_frame(record_of(entry)) for entry in fresh])
                 last = fresh[-1].seq
             elif subscriber.closed_reason:
                 break

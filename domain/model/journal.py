@@ -1,18 +1,15 @@
-"""The public journal: one table from stored event topic to public type, one render function.
-
-The API (paged reads, SSE, WebSocket) and the audit views all use ``public_record``.
-It works on decoded stored state (a dict) so journal pages never build domain objects.
+"""The public journal's shape: one table from stored event topic to public type, and the public
+fields of a stored event (``public_fields``). Encoding them for the wire (base64, RFC 3339, JSON)
+is the API's (``api/journal_wire.py``).
 """
 from __future__ import annotations
 
-from binascii import b2a_base64
 from datetime import datetime
 from typing import Any
 
 from . import events as ev
 from .policies import go_duration
 from .signals import signal_short_name
-from .timefmt import rfc3339
 
 PUBLIC_TYPE: dict[str, str] = {
     ev.Created.TOPIC: "session.created",
@@ -51,19 +48,21 @@ def _reason(topic: str, state: dict) -> str:
     return state.get("reason", "")
 
 
-def public_record(session_id: str, seq: int, topic: str, state: dict, occurred_at: str) -> dict[str, Any]:
-    """Render one stored event as the public Event object, optionals omitted."""
+def public_fields(session_id: str, seq: int, topic: str, state: dict) -> dict[str, Any]:
+    """One stored event's public Event object, optionals omitted, in the wire's field order, but
+    not yet encoded for the wire: an output's ``data_base64`` holds its raw bytes and
+    ``occurred_at`` is left out (``api/journal_wire.py`` adds both). What ``max_bytes`` counts
+    (``model.retention``) is measured on this shape."""
     record: dict[str, Any] = {"seq": seq, "session_id": session_id,
                               "runtime_generation": state["generation"]}
     if state["attempt_id"]:
         record["attempt_id"] = state["attempt_id"]
-    if topic == OUTPUT_TOPIC:  # most of any journal: the shortest path (replay is ~3 µs an event)
+    if topic == OUTPUT_TOPIC:  # most of any journal: the shortest path
         record["type"] = "output"
         record["stream"] = state["stream"]
-        record["data_base64"] = b2a_base64(state["data"], newline=False).decode("ascii")
+        record["data_base64"] = state["data"]
         if "reason" in state and state["reason"]:
             record["reason"] = state["reason"]
-        record["occurred_at"] = occurred_at
         return record
     record["type"] = PUBLIC_TYPE[topic]
     if topic == ev.InputAccepted.TOPIC:  # what an auditor reconciles a lost 202 against
@@ -83,24 +82,23 @@ def public_record(session_id: str, seq: int, topic: str, state: dict, occurred_a
     reason = _reason(topic, state)
     if reason:
         record["reason"] = reason
-    record["occurred_at"] = occurred_at
     return record
 
 
 class JournalEntry:
     """A committed event on its way to live subscribers (the hub): its fields as stored, bytes
-    as bytes. It is rendered to the public record only by a sender that needs it (SSE, the
-    WebSocket), once however many subscribers share it; AeroLVM attach sends the raw bytes."""
+    as bytes. The wire form is made only by a sender that needs it (SSE, the WebSocket: once
+    however many subscribers share the entry, kept in ``rendered``); AeroLVM attach sends the raw bytes."""
 
-    __slots__ = ("seq", "session_id", "topic", "state", "_at", "_record")
+    __slots__ = ("seq", "session_id", "topic", "state", "at", "rendered")
 
     def __init__(self, seq: int, session_id: str, topic: str, state: dict, at: datetime | int) -> None:
         self.seq = seq
         self.session_id = session_id
         self.topic = topic
         self.state = state
-        self._at = at  # a datetime (live events) or integer nanoseconds
-        self._record: dict[str, Any] | None = None
+        self.at = at  # a datetime (live events) or integer nanoseconds
+        self.rendered: dict[str, Any] | None = None  # its public record, once a sender made it
 
     @property
     def output(self) -> bytes | None:
@@ -111,8 +109,3 @@ class JournalEntry:
     def size(self) -> int:
         """What it holds in a subscriber's buffer: the bytes of an output event."""
         return len(self.state["data"]) if self.topic == OUTPUT_TOPIC else 0
-
-    def record(self) -> dict[str, Any]:
-        if self._record is None:
-            self._record = public_record(self.session_id, self.seq, self.topic, self.state, rfc3339(self._at))
-        return self._record

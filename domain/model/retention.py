@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 
 from . import events as ev
-from .journal import OUTPUT_TOPIC, public_record
+from .journal import OUTPUT_TOPIC, public_fields
 
 SEGMENTS = 64
 MIN_CHUNK = 4 * 1024
@@ -40,17 +40,19 @@ def _timestamp_len(timestamp) -> int:
     return 21 + len(f"{micros:06d}".rstrip("0"))
 
 
+_OCCURRED_AT = len("occurred_at") + 3 + 2  # its key, quotes and colon, and its value's quotes
+
+
 def logical_size(session_id: str, event) -> int:
     """``len(public JSON) + 1`` of a session event, without base64-encoding its output."""
-    state = vars(event)
-    data = state.get("data") if event.TOPIC == OUTPUT_TOPIC else None
-    if data:
-        state = dict(state, data=b"")
-    record = public_record(session_id, event.originator_version, event.TOPIC, state, "")
-    size = 1 + len(record)  # braces and commas
+    record = public_fields(session_id, event.originator_version, event.TOPIC, vars(event))
+    data = record.get("data_base64") if event.TOPIC == OUTPUT_TOPIC else None
+    if data is not None:
+        record["data_base64"] = ""  # its base64 length is added below
+    size = 1 + len(record) + 1  # braces and commas (``occurred_at`` is one more field)
     for key, value in record.items():
         size += len(key) + 3 + _json_len(value)  # quotes and colon
-    size += _timestamp_len(event.timestamp)
+    size += _OCCURRED_AT + _timestamp_len(event.timestamp)
     if data:
         size += 4 * ((len(data) + 2) // 3)
     return size + 1  # the JSONL newline

@@ -1,4 +1,4 @@
-"""Pages and SSE replay render stored rows straight to JSON bytes (infra.public_json): those bytes
+"""Pages and SSE replay render stored rows straight to JSON bytes (api.journal_wire.json_rows): those bytes
 must be exactly what the one renderer (``public_record``) and orjson gave before."""
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ from session_supervisor.domain.model.event_base import timestamp_of
 from session_supervisor.domain.model.session import Session
 from session_supervisor.domain.model.spec import normalize_spec
 from session_supervisor.domain.ports import StoredRow
-from session_supervisor.domain.model.journal import PUBLIC_TYPE, public_record
+from session_supervisor.domain.model.journal import PUBLIC_TYPE
+from session_supervisor.api.journal_wire import json_rows, public_record
 from session_supervisor.domain.model.timefmt import rfc3339
 from session_supervisor.infra.codec import OrjsonTranscoder
 from session_supervisor.infra.event_store import SqliteJournal
-from session_supervisor.infra.public_json import render_rows
+from session_supervisor.domain.ports import RawRows
+from tests.helpers import read_public_json
 
 T0 = 1_780_000_000_123_456_000  # ns
 
@@ -67,7 +69,7 @@ def test_a_page_of_every_kind_of_event_is_byte_for_byte_what_the_one_renderer_ga
     assert {row.topic for row in rows} >= {ev.Output.TOPIC, ev.InputAccepted.TOPIC, ev.AttemptExited.TOPIC,
                                            ev.SignalSent.TOPIC, ev.TerminalResized.TOPIC, ev.Paused.TOPIC}
     records = public_records("ses-json-1", rows)
-    events, last = journal.read_public_json("ses-json-1", 0, 10**6, 10_000)
+    events, last = read_public_json(journal, "ses-json-1", 0, 10**6, 10_000)
     assert last == rows[-1].seq
     assert [(seq, kind) for seq, kind, _json in events] == [(r["seq"], r["type"]) for r in records]
     assert [json for _seq, _kind, json in events] == [orjson.dumps(record) for record in records]
@@ -77,9 +79,14 @@ def test_a_page_of_every_kind_of_event_is_byte_for_byte_what_the_one_renderer_ga
 
 def test_sse_replay_frames_are_byte_for_byte_the_frames_of_the_public_records(journal):
     rows = journal.read_rows("ses-json-1", 3, 20, 10)
-    events, last = journal.read_public_json("ses-json-1", 3, 20, 10)
+    events, last = read_public_json(journal, "ses-json-1", 3, 20, 10)
     assert last == rows[-1].seq == 13
     assert sse_frames(events) == [sse_frame(record) for record in public_records("ses-json-1", rows)]
+
+
+def render_rows(session_id: str, rows: list, decode) -> tuple[list, int]:
+    """Raw rows as a journal store hands them over, rendered by the fast path."""
+    return json_rows(session_id, RawRows(rows, rows[-1][0] if rows else 0, decode))
 
 
 def raw(row: StoredRow) -> tuple[int, str, bytes]:

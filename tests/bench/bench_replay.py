@@ -14,6 +14,7 @@ from pathlib import Path
 
 import orjson
 
+from session_supervisor.api.journal_wire import json_rows
 from session_supervisor.domain.sandbox_store import SandboxStore
 from session_supervisor.infra.event_store import SqliteJournal
 from tests.helpers import TOKEN, spath
@@ -39,7 +40,7 @@ def in_process(data_dir: Path, sandbox_id: str, session_id: str, latest: int) ->
     started = time.perf_counter()
     after, count = 0, 0
     while after < latest:  # what a page costs the server: its events as JSON, joined
-        events, last = app.read_public_json(session_id, after, latest, PAGE)
+        events, last = json_rows(session_id, app.read_raw(session_id, after, latest, PAGE))
         if not last:
             break
         b",".join(json for _seq, _kind, json in events)

@@ -21,6 +21,7 @@ from session_supervisor.infra import output_segments
 from session_supervisor.infra.event_store import SqliteJournal, SqliteJournals
 from session_supervisor.infra.output_segments import OUT_OF_LINE_MIN
 from session_supervisor.infra.segment_format import REF, REF_LEN, SEGMENTS_DIR, is_ref
+from tests.helpers import read_public_json
 
 T0 = 1_780_000_000_000_000_000
 SID = "ses-0000000000000001"
@@ -292,7 +293,7 @@ def test_pages_of_events_kept_out_of_line_are_byte_identical_to_the_same_events_
         monkeypatch.setattr(output_segments, "OUT_OF_LINE_MIN", threshold)
         journal = SqliteJournal(tmp_path / str(threshold))
         commit_output(journal, a_session(), chunks)
-        pages.append(journal.read_public_json(SID, 0, 10**9, 100))
+        pages.append(read_public_json(journal, SID, 0, 10**9, 100))
         journal.close()
     out_of_line, inline = pages
     assert out_of_line == inline and len(out_of_line[0]) == 5
@@ -305,6 +306,6 @@ def test_a_page_whose_oldest_records_are_gone_still_tells_the_last_row_read(stat
     commit_output(journal, a_session(), [os.urandom(256 * KIB) for _ in range(3)])
     for path in segment_files(state_dir):
         path.unlink()  # retention took them after the rows were read
-    events, last = journal.read_public_json(SID, 2, 10**9, 100)
+    events, last = read_public_json(journal, SID, 2, 10**9, 100)
     assert events == [] and last == 5  # the view's re-check answers 410; a reader still moves on
     journal.close()

@@ -8,6 +8,8 @@ import pytest
 from session_supervisor.domain.model.commands import DeleteSession
 from session_supervisor.domain.model.errors import AttemptRunningError, OperationFailedError, SessionNotFoundError
 from session_supervisor.api import commands
+from session_supervisor.api.journal_wire import json_rows
+from tests.helpers import read_records
 from tests.service.worlds import create, in_world, journal_types
 
 
@@ -100,7 +102,7 @@ def test_a_slow_stop_of_one_session_does_not_hold_up_calls_on_another(tmp_path):
         runtime = world.runtime
         await commands.write_input(runtime, other.id, {"input_id": "i1", "data_base64": "aGkK"})
         await commands.send_signal(runtime, other.id, {"signal": "USR1"})
-        await runtime.journal.events_page(other.id, 0, 100)
+        await runtime.journal.events_page(other.id, 0, 100, json_rows)
         await commands.create_attempt(runtime, other.id, {"replace_current": True})
         await commands.update_session(runtime, other.id, {"command": ["worker"], "name": "renamed"})
         assert runtime.session(other.id).attempt["number"] == 2
@@ -130,9 +132,9 @@ def test_delete_removes_the_stored_journal(tmp_path):
     async def body(world):
         session = await create(world, "a")
         store = world.runtime.store
-        assert await asyncio.to_thread(store.read_records, session.id, 0, 10**6, 1000)
+        assert await asyncio.to_thread(read_records, store, session.id, 0, 10**6, 1000)
         await world.runtime.handle(DeleteSession(session.id))
-        assert await asyncio.to_thread(store.read_records, session.id, 0, 10**6, 1000) == []
+        assert await asyncio.to_thread(read_records, store, session.id, 0, 10**6, 1000) == []
         with pytest.raises(SessionNotFoundError):
             world.runtime.session(session.id)
     in_world(tmp_path, body)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from session_supervisor.api import commands
 
-from tests.helpers import process_state
+from tests.helpers import process_state, read_records
 
 import asyncio
 import contextlib
@@ -97,7 +97,7 @@ def test_a_hundred_pause_resume_cycles_of_twenty_sessions_keep_every_attempt_and
             assert manager.registry.sandbox(sb).runtime_generation == cycles + 1
             store = manager.registry.runtime_for(sb).store
             for sid in ids:
-                records = await asyncio.to_thread(store.read_records, sid, 0,
+                records = await asyncio.to_thread(read_records, store, sid, 0,
                                                   store.committed_seq[sid], 10**6, True)
                 assert_complete_history(records, cycles)
                 assert [a["number"] for a in store.sessions[sid].attempts] == list(range(1, cycles + 2))

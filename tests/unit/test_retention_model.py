@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import orjson
 
-from session_supervisor.domain.model.journal import public_record
+from session_supervisor.api.journal_wire import public_record
 from session_supervisor.domain.model.retention import SEGMENTS, chunk_limit, logical_size, trim
 from session_supervisor.domain.model.session import Session
 from session_supervisor.domain.model.spec import normalize_spec

@@ -1,33 +1,51 @@
-"""The public journal as JSON bytes, straight from stored rows (the replay rate).
+"""The public journal on the wire: every journal record the API sends is rendered here.
 
-``domain.model.journal.public_record`` defines the public Event object. Journal pages
-and SSE replay used to decode every row into a ``StoredRow``, build that dict, then serialize
-it: about 4 µs an event, on the one core the server has for Python. Output events are most of
-any journal, so for them this module writes the very same bytes in one step from the decoded
-fields (one bytes format per event, the quoted ids cached per page): half the cost. Every
-other event goes through ``public_record`` and orjson. ``tests/api/test_journal_json.py`` pins
-both to ``orjson.dumps(public_record(...))``, byte for byte.
+Two paths, one result. The object path (``public_record``) encodes the domain's public fields
+(``domain.model.journal.public_fields``): the output's bytes as base64, the time as RFC 3339;
+live events (``record_of``: SSE, the WebSocket) and the audit views take it. The stored-row fast
+path (``json_rows``) is what journal pages and SSE replay send: replay is bounded by the one core
+the server has for Python, and output events, most of any journal, are written as JSON bytes in
+one step from their stored frame (one bytes format per event, the quoted ids cached per page),
+never through a record dict: half the cost. ``tests/api/test_journal_json.py`` pins the two paths
+to each other, byte for byte.
 
-Both journal stores (SQLite, PostgreSQL) read raw ``(version, topic, state)`` rows and hand
-them here with their codec's ``decode_record``.
+The journal stores hand over raw rows (``domain.ports.RawRows``: seq, topic, stored state, and the
+store's codec); the fast path knows the codec's output frame (``infra.codec.output_fields``).
 """
 from __future__ import annotations
 
 from binascii import b2a_base64
-from typing import Callable
+from typing import Any
 
 import orjson
 
-from session_supervisor.domain.model.journal import OUTPUT_TOPIC, PUBLIC_TYPE, public_record
+from session_supervisor.domain.model.journal import OUTPUT_TOPIC, PUBLIC_TYPE, JournalEntry, public_fields
 from session_supervisor.domain.model.timefmt import rfc3339
-from session_supervisor.domain.ports import PublicJson
-
-from .codec import output_fields
+from session_supervisor.domain.ports import PublicJson, RawRows
+from session_supervisor.infra.codec import output_fields
 
 _OUTPUT = (b'{"seq":%d,"session_id":%b,"runtime_generation":%d,%b"type":"output","stream":%b,'
            b'"data_base64":"%b","occurred_at":"%b%bZ"}')
 
 
+# ---- the object path --------------------------------------------------------------------------
+def public_record(session_id: str, seq: int, topic: str, state: dict, occurred_at: str) -> dict[str, Any]:
+    """One stored event as the public Event object."""
+    record = public_fields(session_id, seq, topic, state)
+    if topic == OUTPUT_TOPIC:
+        record["data_base64"] = b2a_base64(record["data_base64"], newline=False).decode("ascii")
+    record["occurred_at"] = occurred_at
+    return record
+
+
+def record_of(entry: JournalEntry) -> dict[str, Any]:
+    """A live event's public record, made once however many subscribers send it."""
+    if entry.rendered is None:
+        entry.rendered = public_record(entry.session_id, entry.seq, entry.topic, entry.state, rfc3339(entry.at))
+    return entry.rendered
+
+
+# ---- the stored-row fast path --------------------------------------------------------------------
 class _Quoted(dict):
     """A str, or UTF-8 bytes from an output frame -> its JSON string bytes, each computed once
     per page (ids repeat on every row)."""
@@ -54,10 +72,10 @@ class _Seconds(dict):
         return text
 
 
-def _output_fields(state: bytes, decode_record: Callable[[bytes], dict]):
+def _output_fields(state: bytes, decode_record):
     """``(time µs, generation, stream, attempt id, bytes)`` of an output row, from its fixed
     frame without a dict; from an older ``B`` frame through the codec; None for a shape the
-    bytes format does not cover (the one renderer takes it)."""
+    bytes format does not cover (the object path takes it)."""
     if state[:1] == b"O":
         return output_fields(state)
     fields = decode_record(state)
@@ -66,15 +84,15 @@ def _output_fields(state: bytes, decode_record: Callable[[bytes], dict]):
     return fields.get("__ts", 0), fields["generation"], fields["stream"], fields["attempt_id"], fields["data"]
 
 
-def render_rows(session_id: str, rows: list, decode_record: Callable[[bytes], dict]) -> tuple[list[PublicJson], int]:
-    """``(seq, public type, JSON)`` of each public event among raw ``(version, topic, state)``
-    rows, and the seq of the last row read (0 for none): a page of rows none of which is
-    public still moves a reader on."""
+def json_rows(session_id: str, raw: RawRows) -> tuple[list[PublicJson], int]:
+    """``(seq, public type, JSON)`` of each public event among the raw rows, and the seq of the
+    last row read (0 for none): a page of rows none of which is public still moves a reader on."""
+    decode_record = raw.decode
     quoted, attempts, seconds = _Quoted(), _AttemptFields(), _Seconds()
     session = quoted[session_id]
     rendered: list[PublicJson] = []
     append = rendered.append
-    for seq, topic, state in rows:
+    for seq, topic, state in raw.rows:
         kind = PUBLIC_TYPE.get(topic)
         if kind is None:
             continue
@@ -89,4 +107,4 @@ def render_rows(session_id: str, rows: list, decode_record: Callable[[bytes], di
         fields = decode_record(state)
         occurred = rfc3339(fields.pop("__ts", 0) * 1000)
         append((seq, kind, orjson.dumps(public_record(session_id, seq, topic, fields, occurred))))
-    return rendered, rows[-1][0] if rows else 0
+    return rendered, raw.last
