@@ -35,11 +35,11 @@ Render = Callable[[str, object], tuple[list[PublicJson], int]]
 class AheadPage:
     """The next page one session will probably ask for, being read (or read)."""
 
-    __slots__ = ("owner", "key", "upto", "future", "expiry", "size")
+    __slots__ = ("release", "key", "upto", "future", "expiry", "size")
 
-    def __init__(self, owner: PageReadAhead, key: tuple, upto: int, future: asyncio.Future,
+    def __init__(self, release: Callable[[int], None], key: tuple, upto: int, future: asyncio.Future,
                  expiry: asyncio.TimerHandle, size: int) -> None:
-        self.owner = owner
+        self.release = release  # gives its bytes back to the sandbox's budget
         self.key = key
         self.upto = upto
         self.future = future
@@ -49,7 +49,7 @@ class AheadPage:
     def cancel(self) -> None:
         """Not wanted any more: its timer stops and its bytes leave the sandbox's budget."""
         self.expiry.cancel()
-        self.owner._held -= self.size
+        self.release(self.size)
 
 
 class Slots(Protocol):
@@ -94,6 +94,9 @@ class PageReadAhead:
         rows = self._read(session_id, after, upto, limit, lifecycle_only)
         return rows if render is None else render(session_id, rows)
 
+    def _give_back(self, size: int) -> None:
+        self._held -= size
+
     def drop(self, session_id: str) -> None:
         """Forget what was read ahead for a session (it was deleted)."""
         self._take(session_id)
@@ -111,7 +114,7 @@ class PageReadAhead:
                                                          lifecycle_only, render))
         future.add_done_callback(_retrieve)  # a read refused (store closed) is simply not used
         expiry = loop.call_later(KEEP_S, self._expire, session_id, future)
-        self._ahead[session_id] = AheadPage(self, key, upto, future, expiry, size)
+        self._ahead[session_id] = AheadPage(self._give_back, key, upto, future, expiry, size)
         self._held += size
 
     def _expire(self, session_id: str, future: asyncio.Future) -> None:

@@ -104,9 +104,7 @@ class RuntimeFactory:
         generation = sandbox.start_new_runtime(now)
         self.pipeline.stage(store, sandbox)
         for session in runtime.list_sessions():
-            attempt = session.attempt
-            if attempt and "finished_ns" not in attempt and attempt.get("pid"):
-                self.reap(attempt["pid"], attempt.get("start_time", 0))
+            self._reap_attempt(session)
             action = session.recover(generation, now)
             self.pipeline.stage(store, session)
             if action == "restart":
@@ -116,6 +114,10 @@ class RuntimeFactory:
     def reap_leftovers(self, store: SandboxStore) -> None:
         """Processes an old generation left running (a crash between a pause's manifest and its release)."""
         for session in store.sessions.values():
-            attempt = session.attempt
-            if attempt and "finished_ns" not in attempt and attempt.get("pid"):
-                self.reap(attempt["pid"], attempt.get("start_time", 0))
+            self._reap_attempt(session)
+
+    def _reap_attempt(self, session) -> None:
+        """An attempt the old generation left unfinished: its process, if it is still that one, dies."""
+        attempt = session.current_attempt
+        if attempt is not None and attempt.live and attempt.pid:
+            self.reap(attempt.pid, attempt.start_time)

@@ -8,20 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from functools import partial
+from typing import Callable
 
 
 class Ticket:
     """One admitted session call; released once, by the response or when the request is freed."""
 
-    __slots__ = ("_gate", "_mutating", "_open", "__weakref__")
+    __slots__ = ("_leave", "_open", "__weakref__")
 
-    def __init__(self, gate: "RuntimeGate", mutating: bool) -> None:
-        self._gate, self._mutating, self._open = gate, mutating, True
+    def __init__(self, leave: Callable[[], None]) -> None:
+        self._leave, self._open = leave, True  # the gate's count of this call, given back
 
     def release(self) -> None:
         if self._open:
             self._open = False
-            self._gate.leave(self._mutating)
+            self._leave()
 
     def bind(self, lifetime: object) -> None:
         """Release when ``lifetime`` (the request, any weak-referenceable object) is freed:
@@ -50,7 +52,7 @@ class RuntimeGate:
 
     def enter(self, mutating: bool) -> Ticket:
         self.inflight[mutating] += 1
-        return Ticket(self, mutating)
+        return Ticket(partial(self.leave, mutating))
 
     def leave(self, mutating: bool) -> None:
         self.inflight[mutating] -= 1

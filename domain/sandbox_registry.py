@@ -47,7 +47,7 @@ class Retirement(enum.Enum):
     | DELETED      | "deleted"   | killed    | committed     | removed | removed | removed (*)    | forgot   | gone |
     | PAUSED       | (the hook)  | (the hook)| (sealed)      | sealed  | removed | kept           | released | kept |
     | SHUTDOWN     | "shutdown"  | killed    | + snapshots   | closed  | removed | kept           | kept     | kept |
-    | HANDED_OVER  | "shutdown"  | killed    | none (fenced) | closed  | removed | kept           | kept     | kept |
+    | HANDED_OVER  | "shutdown"  | killed    | none (fenced) | closed  | removed | kept           | kept     | gone |
     | FAILED_START | "shutdown"  | killed    | none          | closed  | removed | kept           | kept     | kept |
     | FAILED_CLAIM | —           | killed    | none          | removed | removed | removed        | forgot   | gone |
 
@@ -96,7 +96,6 @@ class SandboxRegistry:
         self.parked: Mapping[str, Sandbox] = MappingProxyType(self._parked)
         self.failed: Mapping[str, FailedSandbox] = MappingProxyType(self._failed)
         self.gates: Mapping[str, RuntimeGate] = MappingProxyType(self._gates)
-        self.retiring: Mapping[str, asyncio.Task] = MappingProxyType(self._retiring)
 
     # ---- queries ----------------------------------------------------------------------------------
     def knows(self, sandbox_id: str) -> bool:
@@ -195,6 +194,8 @@ class SandboxRegistry:
             await asyncio.to_thread(self._ownership.release, sandbox_id, not record.paused_by_user)
         elif how is Retirement.FAILED_CLAIM:
             await self._remove(sandbox_id)
+        elif how is Retirement.HANDED_OVER:
+            self._gates.pop(sandbox_id, None)  # another node's now: a call here is forwarded there
 
     async def _close_runtime(self, runtime: SandboxRuntime, how: Retirement) -> None:
         await runtime.reap()

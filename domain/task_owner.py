@@ -29,6 +29,10 @@ class TaskOwner:
     def __len__(self) -> int:
         return len(self._tasks)
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def spawn(self, coro: Coroutine, name: str = "", expected: tuple[type[BaseException], ...] = ()) -> asyncio.Task:
         """Run ``coro`` as a task of this owner; its failure is logged (unless it is one of the
         ``expected`` answers its awaiting caller gets anyway), its end forgotten."""

@@ -59,7 +59,7 @@ class Volumes:
         self.store, self.mounts, self.clock_ns, self.new_id = store, mounts, clock_ns, new_id
         self.quota_bytes, self.default_size = quota_bytes, default_size
         self.admit_space = admit_space  # 507 when a new disk would reach into the server's reserve
-        self.running: Callable[[str], bool] = lambda sandbox_id: False  # set once the manager exists
+        self.is_running: Callable[[str], bool] = lambda sandbox_id: False  # set once the manager exists
         self._locks: dict[str, asyncio.Lock] = {}
 
     # ---- lookups -------------------------------------------------------------------------------
@@ -197,7 +197,7 @@ class Volumes:
         async with self._lock(volume_id):
             volume = await self.get(principal, volume_id)
             await self.snapshot(principal, volume_id, snapshot_id)
-            live = [b.sandbox_id for b in volume.bindings if self.running(b.sandbox_id)]
+            live = [b.sandbox_id for b in volume.bindings if self.is_running(b.sandbox_id)]
             if live:
                 raise VolumeConflictError(f"sandboxvolume is mounted by a running sandbox ({', '.join(live)}): "
                                           "pause or delete it before a restore", active_mounts(volume))

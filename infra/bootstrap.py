@@ -131,7 +131,7 @@ class Container:
             lease_seconds=self.settings.lease_seconds, templates=self.templates, volumes=self.volumes,
             snapshot_store=await asyncio.to_thread(self._snapshot_store), snapshot_quota=self.settings.snapshot_quota)
         if self.volumes is not None:
-            self.volumes.running = lambda sandbox_id: sandbox_id in self.manager.registry.running
+            self.volumes.is_running = self.manager.registry.is_running
         await self.manager.start()
         self.manager.snapshots.start()  # expiry
         self.captures = TemplateCapture(self.manager)  # templates from a sandbox

@@ -44,13 +44,13 @@ class MemoryTrimmer:
     """``release()`` after a large free; ``run()`` trims now and then for what the sweeps free."""
 
     def __init__(self) -> None:
-        self._running: asyncio.Future | None = None
+        self._trim: asyncio.Future | None = None
         self._periodic: asyncio.Task | None = None
 
     def release(self) -> None:
-        if _malloc_trim is None or (self._running is not None and not self._running.done()):
+        if _malloc_trim is None or (self._trim is not None and not self._trim.done()):
             return
-        self._running = asyncio.ensure_future(asyncio.to_thread(trim_now))
+        self._trim = asyncio.ensure_future(asyncio.to_thread(trim_now))
 
     def start(self) -> None:
         self._periodic = asyncio.get_running_loop().create_task(self._every())
@@ -64,5 +64,5 @@ class MemoryTrimmer:
         if self._periodic is not None:
             self._periodic.cancel()
             await asyncio.gather(self._periodic, return_exceptions=True)
-        if self._running is not None:
-            await asyncio.gather(self._running, return_exceptions=True)
+        if self._trim is not None:
+            await asyncio.gather(self._trim, return_exceptions=True)

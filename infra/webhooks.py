@@ -27,6 +27,7 @@ from session_supervisor.domain.model import webhooks as wh
 from session_supervisor.domain.model.errors import DomainError
 from session_supervisor.domain.model.timefmt import rfc3339
 from session_supervisor.domain.observability import LTE_MAX, ObservabilityReader
+from session_supervisor.domain.task_owner import TaskOwner
 
 from .webhook_delivery import Deliverer
 from .webhook_outbox import Outbox, Subscription
@@ -51,26 +52,29 @@ class Webhooks(CommitObserver):
         self._seen: dict[str, int] = {}  # sandbox -> record version its deliveries were enqueued for
         self._locks: dict[str, asyncio.Lock] = {}
         self._watches: dict[str, tuple[int, asyncio.Task]] = {}
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = TaskOwner("webhooks")
 
     async def start(self) -> None:
         self.subs = {s.sandbox_id: s for s in await asyncio.to_thread(self.outbox.subscriptions)}
         self.container.hub.process_listeners.append(self._on_process)
         self._spawn(self.deliverer.run())
-        self._spawn(self._sweep_forever())
+        self._spawn(self.sweep())
+        self._tasks.every(SWEEP_S, self.sweep, "the webhook sweep")
 
     async def stop(self) -> None:
-        for task in list(self._tasks) + [task for _, task in self._watches.values()]:
+        watches = [task for _, task in self._watches.values()]
+        for task in watches:
             task.cancel()
-        await asyncio.gather(*self._tasks, *(t for _, t in self._watches.values()), return_exceptions=True)
+        await self._tasks.close()
+        await asyncio.gather(*watches, return_exceptions=True)
         await self.deliverer.close()
         await asyncio.to_thread(self.outbox.close)
 
-    def _spawn(self, coro) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    def _spawn(self, coro) -> asyncio.Task | None:
+        if self._tasks.closed:  # stopped: a late hint (a context ending at shutdown) has nowhere to go
+            coro.close()
+            return None
+        return self._tasks.spawn(coro)
 
     def _lock(self, sandbox_id: str) -> asyncio.Lock:
         return self._locks.setdefault(sandbox_id, asyncio.Lock())
@@ -78,7 +82,7 @@ class Webhooks(CommitObserver):
     # ---- hints from the rest of the server ---------------------------------------------------------
     def sandbox_committed(self, sandbox_id: str) -> None:
         """The sandbox's record was committed (claim, pause, resume, update): look now."""
-        if self._tasks:
+        if len(self._tasks):  # started, and not stopped
             self._spawn(self.reconcile(sandbox_id))
 
     def _on_process(self, sandbox_id: str, kind: str, details: dict) -> None:
@@ -89,6 +93,12 @@ class Webhooks(CommitObserver):
 
     # ---- the sandbox's record ------------------------------------------------------------------------
     async def reconcile(self, sandbox_id: str) -> None:
+        try:
+            wanted = bool(self.manager.registry.sandbox(sandbox_id).config.get("webhook"))
+        except DomainError:
+            wanted = False
+        if not wanted and sandbox_id not in self.subs:
+            return  # no subscription to make or to keep: nothing of this sandbox is kept here
         async with self._lock(sandbox_id):
             try:
                 sandbox = self.manager.registry.sandbox(sandbox_id)
@@ -142,14 +152,6 @@ class Webhooks(CommitObserver):
         self.deliverer.wake.set()
 
     # ---- the sweep ---------------------------------------------------------------------------------
-    async def _sweep_forever(self) -> None:
-        while True:
-            try:
-                await self.sweep()
-            except Exception:
-                log.exception("webhook sweep failed")
-            await asyncio.sleep(SWEEP_S)
-
     async def sweep(self) -> None:
         known = {**{sid: rt.store.sandbox for sid, rt in self.manager.registry.running.items()}, **self.manager.registry.parked}
         for sandbox_id, sandbox in known.items():

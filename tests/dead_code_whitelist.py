@@ -96,3 +96,11 @@ PIPES  # io mode "pipes"
 
 # pytest fixtures requested only by parameter name, for their set-up and tear-down.
 ignoring_like_nohup  # tests/infra/test_signals.py
+
+# Typed spec records (domain/model/session_spec.py) mirror the normalized spec field for field, so a
+# reader finds every field there; the restart decision and retention still read the stored dict.
+window_seconds
+initial_backoff_ms
+max_backoff_ms
+max_age_seconds
+ready_ns  # AttemptRecord: an attempt as the history stores it
