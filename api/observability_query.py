@@ -9,7 +9,7 @@ import uuid
 from datetime import datetime, timezone
 
 from session_supervisor.domain.model import observability as obs
-from session_supervisor.domain.observability import Query
+from session_supervisor.domain.observability_reader import Query
 
 from .errors import ApiError
 

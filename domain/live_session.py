@@ -16,7 +16,7 @@ from .model.session import Session, SessionView
 
 if TYPE_CHECKING:
     from .live_attempt import LiveAttempt
-    from .read_ahead import AheadPage
+    from .page_read_ahead import AheadPage
 
 
 @dataclass

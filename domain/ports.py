@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable, ContextManager, Iterable,
 if TYPE_CHECKING:  # annotations only: the ports name domain types without importing their modules
     from .attempt_runner import AttemptRunner
     from .commits import CommitPipeline
-    from .expiry import ExpirySweep
+    from .expiry_sweep import ExpirySweep
     from .hub import Hub
     from .live_session import LiveSession
     from .model.access import ApiKey, Team

@@ -251,8 +251,8 @@ class RootfsSnapshots:
     # ---- expiry -----------------------------------------------------------------------------------
     def start(self) -> None:
         if self.store is not None and not len(self._tasks):
-            self._tasks.spawn(self.sweep_expired(), "the first snapshot expiry sweep")
-            self._tasks.every(EXPIRY_SWEEP_S, self.sweep_expired, "the snapshot expiry sweep", self.clock.sleep)
+            self._tasks.every(EXPIRY_SWEEP_S, self.sweep_expired, "the snapshot expiry sweep", self.clock.sleep,
+                              now=True)
 
     async def stop(self) -> None:
         await self._tasks.close()

@@ -31,7 +31,7 @@ from .sandbox_registry import Retirement, SandboxRegistry
 from .task_owner import TaskOwner
 
 if TYPE_CHECKING:
-    from .networks import SandboxNetworking
+    from .sandbox_networking import SandboxNetworking
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +312,7 @@ class RuntimeTransitions:
     # ---- the sandbox record ----------------------------------------------------------------------
     async def update(self, sandbox_id: str, changes: dict):
         """Partial merge of the config; a memory change replaces the runtime,
-        a network change is applied live (``networks.py``)."""
+        a network change is applied live (``sandbox_networking.py``)."""
         before = await self.exclusive(sandbox_id, "update", lambda gate: self._reconfigure(sandbox_id, changes))
         if sandbox_id in self.registry.running and "resources" in changes and changes["resources"] != before:
             await self.pause(sandbox_id, by_user=False)

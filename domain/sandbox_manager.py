@@ -19,7 +19,7 @@ from .model.access import Principal
 from .model.errors import InsufficientStorageError, SnapshotNotFoundError, UnavailableError
 from .model.ids import sandbox_id_from
 from .model.sandbox import Sandbox
-from .networks import NoNetworks, SandboxNetworking
+from .sandbox_networking import NoNetworks, SandboxNetworking
 from .placement import Placement, SoleOwner, lease_fence
 from .ports import (
     Checkpoints,

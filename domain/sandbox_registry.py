@@ -32,7 +32,7 @@ from .task_owner import TaskOwner
 if TYPE_CHECKING:
     from .commits import CommitPipeline
     from .hub import Hub
-    from .networks import SandboxNetworking
+    from .sandbox_networking import SandboxNetworking
     from .sandbox_runtime import SandboxRuntime
 
 log = logging.getLogger(__name__)

@@ -18,10 +18,10 @@ from typing import Callable
 
 from .attempt_runner import AttemptRunner
 from .commits import CommitPipeline
-from .contexts import SandboxContexts
-from .expiry import ExpirySweep
+from .sandbox_contexts import SandboxContexts
+from .expiry_sweep import ExpirySweep
 from .hub import Hub
-from .journal_views import SessionJournal
+from .session_journal import SessionJournal
 from .live_session import LiveSession
 from .model.commands import (
     CreateAttempt,

@@ -15,7 +15,7 @@ from .model.journal import LIFECYCLE_TOPICS, OUTPUT_TOPIC, JournalEntry
 from .model.sandbox import Sandbox
 from .model.session import Session, SessionView
 from .ports import JournalStore, RawRows
-from .read_ahead import AheadPage
+from .page_read_ahead import AheadPage
 
 OUTPUT_ONLY = frozenset((OUTPUT_TOPIC,))
 TAIL_PAGE = 256

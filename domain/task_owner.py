@@ -45,12 +45,16 @@ class TaskOwner:
         return task
 
     def every(self, seconds: float, step: Callable[[], Awaitable[None] | None], name: str,
-              sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> asyncio.Task:
-        """Call ``step`` every ``seconds`` (on ``sleep``, so a fake clock drives it) until the owner
-        ends; a failed step is logged and the next one runs as planned."""
+              sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, now: bool = False) -> asyncio.Task:
+        """Call ``step`` every ``seconds`` (on ``sleep``, so a fake clock drives it; ``now``: the
+        first call at once) until the owner ends; a failed step is logged and the next one runs
+        as planned."""
         async def loop() -> None:
+            first = now
             while True:
-                await sleep(seconds)
+                if not first:
+                    await sleep(seconds)
+                first = False
                 try:
                     result = step()
                     if result is not None:

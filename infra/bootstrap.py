@@ -19,7 +19,7 @@ from session_supervisor.domain.api_keys import ApiKeys
 from session_supervisor.domain.commit_routing import route_commits
 from session_supervisor.domain.commits import CommitPipeline
 from session_supervisor.domain.hub import Hub
-from session_supervisor.domain.networks import NoNetworks
+from session_supervisor.domain.sandbox_networking import NoNetworks
 from session_supervisor.domain.sandbox_manager import SandboxManager
 
 from .checkpoint import Checkpoints

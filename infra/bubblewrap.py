@@ -156,7 +156,7 @@ class BubblewrapLauncher:
         hard = self.hardening
         if confinement is not None and self.netns_for is not None:
             # Looked up per launch: a sandbox's network is attached after its runtime is
-            # isolated (domain/networks.py), and it is replaced with each runtime generation.
+            # isolated (domain/sandbox_networking.py), and it is replaced with each runtime generation.
             confinement.netns_path = self.netns_for(confinement.sandbox_id)
         command = [self._env, f"--default-signal={_SHIELDED_SIGNALS}"]
         if hard is None or confinement is None:

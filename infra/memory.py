@@ -13,6 +13,8 @@ import ctypes
 import ctypes.util
 import logging
 
+from session_supervisor.domain.task_owner import TaskOwner
+
 log = logging.getLogger(__name__)
 
 TRIM_EVERY_S = 30.0  # the sweeps (a context's lifetime, retention) free memory on their own schedule
@@ -45,7 +47,7 @@ class MemoryTrimmer:
 
     def __init__(self) -> None:
         self._trim: asyncio.Future | None = None
-        self._periodic: asyncio.Task | None = None
+        self._tasks = TaskOwner("memory trimmer")
 
     def release(self) -> None:
         if _malloc_trim is None or (self._trim is not None and not self._trim.done()):
@@ -53,16 +55,9 @@ class MemoryTrimmer:
         self._trim = asyncio.ensure_future(asyncio.to_thread(trim_now))
 
     def start(self) -> None:
-        self._periodic = asyncio.get_running_loop().create_task(self._every())
-
-    async def _every(self) -> None:
-        while True:
-            await asyncio.sleep(TRIM_EVERY_S)
-            self.release()
+        self._tasks.every(TRIM_EVERY_S, self.release, "the periodic trim")
 
     async def stop(self) -> None:
-        if self._periodic is not None:
-            self._periodic.cancel()
-            await asyncio.gather(self._periodic, return_exceptions=True)
+        await self._tasks.close()
         if self._trim is not None:
             await asyncio.gather(self._trim, return_exceptions=True)

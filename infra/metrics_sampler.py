@@ -15,6 +15,7 @@ import time
 from collections import deque
 
 from session_supervisor.domain.model.metrics import Sample
+from session_supervisor.domain.task_owner import TaskOwner
 
 log = logging.getLogger(__name__)
 
@@ -43,31 +44,18 @@ class MetricsSampler:
         self.interval_s = interval_s
         self.rings: dict[str, deque] = {}
         self.cpus = float(len(os.sched_getaffinity(0)) or os.cpu_count() or 1)
-        self._task: asyncio.Task | None = None
+        self._tasks = TaskOwner("metrics sampler")
         self._ticks = 0
         self._disk: dict[str, tuple[int, int]] = {}
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        self._tasks.every(self.interval_s, self.sample_once, "sampling", now=True)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._tasks.close()
 
     def samples(self, sandbox_id: str) -> list[Sample]:
         return list(self.rings.get(sandbox_id, ()))
-
-    async def _run(self) -> None:
-        while True:
-            started = time.monotonic()
-            try:
-                await self.sample_once()
-            except Exception:  # a bad read must not end the sampling of every sandbox
-                log.exception("metrics sampling failed")
-            await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
 
     async def sample_once(self) -> None:
         running = {sid: runtime for sid, runtime in self.manager.registry.running.items()}

@@ -26,7 +26,7 @@ from session_supervisor.domain.commit_routing import CommitObserver
 from session_supervisor.domain.model import webhooks as wh
 from session_supervisor.domain.model.errors import DomainError
 from session_supervisor.domain.model.timefmt import rfc3339
-from session_supervisor.domain.observability import LTE_MAX, ObservabilityReader
+from session_supervisor.domain.observability_reader import LTE_MAX, ObservabilityReader
 from session_supervisor.domain.task_owner import TaskOwner
 
 from .webhook_delivery import Deliverer
@@ -58,8 +58,7 @@ class Webhooks(CommitObserver):
         self.subs = {s.sandbox_id: s for s in await asyncio.to_thread(self.outbox.subscriptions)}
         self.container.hub.process_listeners.append(self._on_process)
         self._spawn(self.deliverer.run())
-        self._spawn(self.sweep())
-        self._tasks.every(SWEEP_S, self.sweep, "the webhook sweep")
+        self._tasks.every(SWEEP_S, self.sweep, "the webhook sweep", now=True)
 
     async def stop(self) -> None:
         watches = [task for _, task in self._watches.values()]

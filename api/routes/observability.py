@@ -1,6 +1,6 @@
 """Observability routes: a sandbox's logs and events, paged with a
 cursor and time filters, and their ``watch=true`` NDJSON streams. Both are read from the sandbox's
-journal (``domain/observability.py``); nothing is stored for them.
+journal (``domain/observability_reader.py``); nothing is stored for them.
 
 A watch sends ``{"type": "log"|"event", "data"}`` lines as the journal commits them (checked every
 quarter second, reading only when something was committed), a ``watermark`` line with the resume
@@ -18,7 +18,7 @@ from sanic import Blueprint, Request
 from session_supervisor.domain.model import observability as obs
 from session_supervisor.domain.model.errors import DomainError
 from session_supervisor.domain.model.timefmt import rfc3339
-from session_supervisor.domain.observability import ObservabilityReader
+from session_supervisor.domain.observability_reader import ObservabilityReader
 
 from ..observability_query import event_query, log_query, watching
 from ..schemas import ok

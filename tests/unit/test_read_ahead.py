@@ -1,4 +1,4 @@
-"""Read-ahead for paging clients (domain.read_ahead): whatever it read ahead, a client gets
+"""Read-ahead for paging clients (domain.page_read_ahead): whatever it read ahead, a client gets
 exactly the pages a read at request time would give, and nothing is held for long."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from session_supervisor.domain import read_ahead
-from session_supervisor.domain.read_ahead import PageReadAhead
+from session_supervisor.domain import page_read_ahead as read_ahead
+from session_supervisor.domain.page_read_ahead import PageReadAhead
 
 
 class Journal:

@@ -10,7 +10,7 @@ import asyncio
 from typing import Callable
 
 from .hub import Hub, Subscriber
-from .read_ahead import PageReadAhead, Render
+from .page_read_ahead import PageReadAhead, Render
 from .model.errors import CursorExpiredError, InvalidRequestError
 from .model.session import Session
 from .retention import Retention
