@@ -253,7 +253,8 @@ class JournalStores(Protocol):
     def list_ids(self) -> list[str]: ...  # sandboxes that have a journal
     def open(self, sandbox_id: str) -> JournalStore: ...  # created when it does not exist yet
     def record(self, sandbox_id: str) -> object | None: ...  # its stored Sandbox record (None: gone)
-    def remove(self, sandbox_id: str) -> None: ...
+    def forget(self, sandbox_id: str) -> None: ...  # no start loads it again, durably (the rest may stay)
+    def remove(self, sandbox_id: str) -> None: ...  # everything of it
 
 
 @dataclass(frozen=True)

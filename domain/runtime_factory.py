@@ -70,7 +70,7 @@ class RuntimeFactory:
     def forget_journal(self, sandbox_id: str) -> None:
         """The journal removed: from now on no start brings the sandbox back (its directory left
         without a journal is removed like an unfinished claim's)."""
-        self.journals.remove(sandbox_id)
+        self.journals.forget(sandbox_id)
 
     def remove_files(self, sandbox_id: str) -> None:
         self.journals.remove(sandbox_id)

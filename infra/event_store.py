@@ -25,6 +25,7 @@ from session_supervisor.domain.store_faults import store_error
 
 from .journal_common import committed, encode_all, project, stored_row
 from .output_segments import OUTPUT_TOPIC, OutputSegments
+from .reflink import fsync_dir
 from .segment_format import REF_LEN, REF_MARK, SEGMENTS_DIR, is_ref
 from .sqlite_factory import DB_NAME, TunedSQLiteFactory, prepare_database, store_env
 
@@ -279,11 +280,20 @@ class SqliteJournals:
         finally:
             journal.close()
 
-    def remove(self, sandbox_id: str) -> None:
+    def forget(self, sandbox_id: str) -> None:
+        """The journal gone, durably (its output segments go with the sandbox's files): a delete is
+        answered after this, and a start that found the file again would bring the sandbox back."""
         state = self._state_dir_of(sandbox_id)
-        shutil.rmtree(state / SEGMENTS_DIR, ignore_errors=True)
+        removed = False
         for suffix in ("", "-wal", "-shm"):
             try:
                 (state / (DB_NAME + suffix)).unlink()
+                removed = True
             except FileNotFoundError:
                 pass
+        if removed:
+            fsync_dir(state)
+
+    def remove(self, sandbox_id: str) -> None:
+        self.forget(sandbox_id)
+        shutil.rmtree(self._state_dir_of(sandbox_id) / SEGMENTS_DIR, ignore_errors=True)

@@ -189,3 +189,6 @@ class PostgresJournals:
     def remove(self, sandbox_id: str) -> None:
         drop_sandbox_tables(self._datastore, sandbox_id)
 
+    def forget(self, sandbox_id: str) -> None:
+        self.remove(sandbox_id)  # one transaction: nothing is left of it to go later
+
