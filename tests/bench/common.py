@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
+import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -180,6 +183,19 @@ class BenchServer:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"session {sid} did not exit within {timeout}s")
             time.sleep(interval)
+
+
+@contextmanager
+def busy_cpu():
+    """One process spinning for as long as the block runs (not pinned: the scheduler places
+    it), so a figure shows what one busy CPU of two costs; it is killed and reaped after."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.05)  # running before the measured work starts
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait(10)
 
 
 def timed(fn, *args, **kwargs) -> float:
