@@ -36,21 +36,23 @@ if TYPE_CHECKING:
     from .sandbox_store import SandboxStore
 
 CHUNK_BYTES = 256 * 1024
-HIGH_WATER = 32 * 1024 * 1024   # uncommitted output bytes before readers are paused
-LOW_WATER = 16 * 1024 * 1024
+# Alone, a session's tick takes what it has, up to TICK_SHARE: a 4 MiB share had cost a lone
+# flood 12-24% of its ingest (interleaved runs, 1 GiB of zeros) for nobody's benefit; a tick
+# that finds a second session's events switches the flood to CONTENDED_SHARE.
+TICK_SHARE = 16 * 1024 * 1024
+# A lone flood's reader pauses only once a second full tick is waiting behind the one being
+# committed, and resumes when the commit ends: the child refills the next tick while the
+# writer commits this one. With the pause at one tick (16 MiB counting the tick in flight) the
+# reader stood still through every commit and the writer idled while it refilled: read, then
+# commit, never both (cat of 256 MiB of random bytes: the writer idle a fifth of the time).
+SESSION_HIGH = 2 * TICK_SHARE    # one session's uncommitted output before its reader pauses
+SESSION_LOW = TICK_SHARE + TICK_SHARE // 2  # ...and below which it resumes
+HIGH_WATER = 2 * SESSION_HIGH    # uncommitted output bytes of all sessions before readers pause
+LOW_WATER = HIGH_WATER - TICK_SHARE
 CONTENDED_SHARE = 256 * 1024     # output of one session per tick while other sessions write too
 CONTENDED_S = 0.5                # "other sessions write" means: within the last half second
-SESSION_HIGH = 16 * 1024 * 1024  # one session's uncommitted output before its reader pauses
-# Alone, a session's tick takes what it has (at most SESSION_HIGH): a 4 MiB share had cost a
-# lone flood 12-24% of its ingest (interleaved runs, 1 GiB of zeros) for nobody's benefit; a
-# tick that finds a second session's events switches the flood to CONTENDED_SHARE.
-TICK_SHARE = SESSION_HIGH
 CONTENDED_HIGH = 256 * 1024     # ...while other sessions write too: a flood yields the CPU
-# A paused reader resumes below its low mark: alone, at half its high mark, so the child
-# refills the next tick while the writer commits this one (resuming at 128 KiB: interleaved
-# 1 GiB zeros runs 1,047 against 1,156 MB/s median); while others write, only once its
-# output is nearly all committed.
-SESSION_LOW = SESSION_HIGH // 2
+# While others write, a paused flood resumes only once its output is nearly all committed.
 CONTENDED_LOW = 128 * 1024
 RETRY_S = 0.25                  # a refused store is retried this often
 
