@@ -152,6 +152,11 @@ class HttpxEcho:
                 break
         return time.perf_counter() - started, answered - started
 
+    def healthz(self) -> float:
+        started = time.perf_counter()
+        self.client.get("/healthz")
+        return time.perf_counter() - started
+
     def close(self) -> None:
         self.stream.close()
         self.client.close()
@@ -179,15 +184,16 @@ def interleaved_round_trips(server: BenchServer, sb: str, count: int, warmup: in
     """The raw-socket and the httpx client, each on its own ``cat`` session, one round trip
     of each in turn (and a GET /healthz), so both see the same machine."""
     raw, sdk = RawEcho(server, sb), HttpxEcho(server, sb)
-    out: dict[str, list[float]] = {k: [] for k in ("raw", "raw 202", "httpx", "httpx 202", "get")}
+    out: dict[str, list[float]] = {k: [] for k in ("raw", "raw 202", "httpx", "httpx 202", "get", "httpx get")}
     try:
         for i in range(warmup + count):
             total, answered = raw.round_trip(i)
             get = raw.healthz()
             sdk_total, sdk_answered = sdk.round_trip(i)
+            sdk_get = sdk.healthz()
             if i >= warmup:
                 for key, value in (("raw", total), ("raw 202", answered), ("httpx", sdk_total),
-                                   ("httpx 202", sdk_answered), ("get", get)):
+                                   ("httpx 202", sdk_answered), ("get", get), ("httpx get", sdk_get)):
                     out[key].append(value)
     finally:
         raw.close()
@@ -207,7 +213,9 @@ def echo_latency(work: Path, count: int, warmup: int) -> Report:
     floors = ("pipe floor (write/read cat)", "SQLite FULL commit")
     raw_total, raw_202, raw_echo = ("ours: POST input to SSE echo", "ours: POST input to its 202 (1 commit)",
                                     "ours: 202 to the echo on SSE (1 commit)")
-    rows = [(floors[0], floor, ()), ("HTTP GET /healthz", http_rtt, ()), (floors[1], commits, ()),
+    rows = [(floors[0], floor, ()), ("HTTP GET /healthz", http_rtt, ()),
+            # what the client itself adds: the same GET through httpx
+            ("HTTP GET /healthz through httpx", measured["httpx get"], ("HTTP GET /healthz",)), (floors[1], commits, ()),
             (raw_total, ours, floors), (raw_202, accepted, floors),
             (raw_echo, [a - b for a, b in zip(ours, accepted)], floors),
             # the httpx rows against the same step of the raw-socket client

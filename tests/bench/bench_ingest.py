@@ -86,6 +86,9 @@ def input_rows(report: Report, work: Path, server: BenchServer, sb: str, label: 
     mine = report.figure(f"{label}: ours, session journal", "MB/s",
                          baseline=(sup.name, durable.name, floor.name))
     cpu = report.figure(f"{label}: ours, server CPU per GB", "s", higher_is_better=False)
+    sup_cpu = report.figure(f"{label}: supervisord's own CPU per GB", "s", higher_is_better=False)
+    if supervisor_cpu_note := (why if path is None else ""):
+        sup_cpu.note = supervisor_cpu_note
     sup_busy = report.figure(f"{label}, one CPU busy: supervisord 4.3", "MB/s") if busy_too else None
     mine_busy = report.figure(f"{label}, one CPU busy: ours", "MB/s",
                               baseline=(sup_busy.name, sup.name)) if busy_too else None
@@ -99,7 +102,9 @@ def input_rows(report: Report, work: Path, server: BenchServer, sb: str, label: 
             floor.runs.append(total / shell_floor(child) / MB)
             durable.runs.append(total / durable_floor(child, work / "durable.out") / MB)
             if supervisor is not None:
+                used = cpu_seconds(supervisor.pid)
                 sup.runs.append(total / supervisor.run(total) / MB)
+                sup_cpu.runs.append((cpu_seconds(supervisor.pid) - used) / (total / 1e9))
             elapsed, used = ours(server, sb, {"command": ["sh", "-c", child]})
             mine.runs.append(total / elapsed / MB)
             cpu.runs.append(used / (total / 1e9))
