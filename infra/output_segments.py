@@ -28,7 +28,6 @@ The rules that keep the journal and the segments consistent:
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import threading
@@ -50,26 +49,6 @@ OUT_OF_LINE_MIN = 32 * 1024
 # disk above a session's retained window is at most about one file.
 SEGMENT_BYTES = 16 * 1024 * 1024
 _IOV_MAX = 512  # buffers per pwritev (Linux allows 1024)
-# A tick's bytes are written in pieces of this size, each handed to the disk at once
-# (``sync_file_range`` WRITE: start the writeback, do not wait), so the disk writes the first
-# pieces while the writer copies the next ones, and the fdatasync before the commit waits only
-# for the tail. Side by side on 16 MiB ticks of 256 KiB records: the fdatasync's wait 3-4x
-# shorter, +15-35% MB/s in 7 of 9 pairs (the same durability point: the fdatasync still comes
-# before the commit).
-KICK_BYTES = 1024 * 1024
-_SYNC_FILE_RANGE_WRITE = 2
-
-
-def _sync_file_range():
-    try:
-        call = ctypes.CDLL(None, use_errno=True).sync_file_range  # ctypes drops the GIL around it
-    except (OSError, AttributeError):  # not Linux: the fdatasync alone does the work
-        return None
-    call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    return call
-
-
-_start_writeback = _sync_file_range()
 
 
 def goes_out_of_line(topic: str, state: bytes) -> bool:
@@ -294,27 +273,6 @@ class OutputSegments:
 
 
 def _write_all(fd: int, buffers: list, offset: int) -> None:
-    """Every byte written, in pieces of about KICK_BYTES, each piece's writeback started."""
-    piece: list = []
-    size = 0
-    for buffer in buffers:
-        piece.append(buffer)
-        size += len(buffer)
-        if size >= KICK_BYTES:
-            offset = _write_piece(fd, piece, offset, size)
-            piece, size = [], 0
-    if piece:
-        _write_piece(fd, piece, offset, size)
-
-
-def _write_piece(fd: int, buffers: list, offset: int, size: int) -> int:
-    _write_fully(fd, buffers, offset)
-    if _start_writeback is not None:  # an error here is the fdatasync's to report
-        _start_writeback(fd, offset, size, _SYNC_FILE_RANGE_WRITE)
-    return offset + size
-
-
-def _write_fully(fd: int, buffers: list, offset: int) -> None:
     """pwritev until every byte is written: a filling disk gives short writes before ENOSPC."""
     views = [memoryview(b) for b in buffers]
     while views:
