@@ -64,12 +64,13 @@ def released_error() -> UnavailableError:
 
 
 class _Pending:
-    __slots__ = ("store", "aggregate", "runs", "snapshots", "output_bytes")
+    __slots__ = ("store", "aggregate", "runs", "snapshots", "output_bytes", "early_bytes")
 
     def __init__(self, store: SandboxStore, aggregate: BaseAggregate) -> None:
         self.store = store
         self.aggregate = aggregate
         self.output_bytes = 0  # counted until committed, even once turned into events
+        self.early_bytes = 0  # of which already turned into events while a commit ran
         self.runs: list[list] = []  # [stream, [bytes, ...], size]
         self.snapshots: list = []
 
@@ -127,7 +128,23 @@ class CommitPipeline:
                 or self._uncommitted_output > HIGH_WATER or store in self.faults):
             source.pause_output()  # the child is slowed by the writer, never by a subscriber
             self._paused[source] = (store, id(session))
+        if self._busy and len(runs) > 1 and not self._contended:
+            self._materialize_early(session, pending)
         self._schedule()
+
+    def _materialize_early(self, session, owed: _Pending) -> None:
+        """While a commit runs, a lone flood's full runs become events at once (up to one
+        tick's worth), so the next tick, which starts when the commit ends, finds them made:
+        the writer no longer waits for the loop to make a tick's events after each commit.
+        While other sessions write, runs wait for the tick, which takes a fair share of each."""
+        full = owed.runs[:-1]  # the last run may still grow
+        if owed.early_bytes >= TICK_SHARE or not full:
+            return
+        at_ns = self._now_ns()
+        for stream, parts, size in full:
+            session.record_output(stream, parts[0] if len(parts) == 1 else b"".join(parts), at_ns)
+            owed.early_bytes += size
+        owed.runs = owed.runs[-1:]
 
     def add_snapshot(self, store, aggregate, snapshot) -> None:
         self._owed(store, aggregate).snapshots.append(snapshot)
@@ -194,7 +211,8 @@ class CommitPipeline:
             if getattr(owed.store, "released", False):  # store sealed by the pause hook: drop
                 self._uncommitted_output -= owed.output_bytes
                 self._session_output.pop(id(session), None)
-                if session.collect_events():
+                # output made into events early is dropped as its runs would have been
+                if any(e.TOPIC != OUTPUT_TOPIC for e in session.collect_events()):
                     dropped.add(owed.store)
                 continue
             taken = self._materialize_owed(session, owed, share)
@@ -246,7 +264,7 @@ class CommitPipeline:
         if not owed.runs:
             return owed.output_bytes
         at_ns = self._now_ns()
-        done = size_done = 0
+        done, size_done = 0, owed.early_bytes  # runs made into events early count toward the share
         for stream, parts, size in owed.runs:
             if share is not None and size_done and size_done + size > share:
                 break
@@ -284,12 +302,15 @@ class CommitPipeline:
 
     def _settle_output(self, batch: StoreBatch) -> None:
         for key, size in batch.output.items():
-            self._uncommitted_output -= size
-            left = self._session_output.get(key, 0) - size
-            if left > 0:
-                self._session_output[key] = left
-            else:
-                self._session_output.pop(key, None)
+            self._uncount(key, size)
+
+    def _uncount(self, key: int, size: int) -> None:
+        self._uncommitted_output -= size
+        left = self._session_output.get(key, 0) - size
+        if left > 0:
+            self._session_output[key] = left
+        else:
+            self._session_output.pop(key, None)
 
     def _resume_sources(self) -> None:
         if not self._paused or self._uncommitted_output >= LOW_WATER:
@@ -311,7 +332,10 @@ class CommitPipeline:
             if id(session) not in done:
                 done.add(id(session))
                 later = self._pending.pop(id(session), None)
-                session.collect_events()
+                if later is not None:  # its output is counted again as it is re-queued below
+                    self._uncount(id(session), later.output_bytes)
+                void = session.collect_events()  # output made into events early lands again
+                replay.extend((e.stream, e.data) for e in void if e.TOPIC == OUTPUT_TOPIC)
                 batch.store.restore(session, stored[session.id])
                 if later is not None and later.runs:
                     replay.extend((stream, b"".join(parts)) for stream, parts, _ in later.runs)
