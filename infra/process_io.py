@@ -22,6 +22,7 @@ from typing import Callable
 from session_supervisor.domain.ports import ExitStatus, StartFailedError
 
 EOF_GRACE_S = 1.0  # after exit, how long a grandchild may hold our output open
+_READ_SIZE = 1 << 20
 # One read is one journal chunk (the write path's 256 KiB runs): a run is then a single bytes
 # object, never a join of two reads. ``os.read`` allocates what it is asked for up front, from
 # the heap (the server raises glibc's mmap threshold), and gives back what it did not fill.
@@ -105,6 +106,51 @@ class OutputGate:
             except TimeoutError:
                 pass
 
+
+
+class OutputStream(asyncio.Protocol):
+    """One output socket: each chunk read goes straight to ``deliver`` (the hot path)."""
+
+    def __init__(self, deliver: Callable[[bytes], None], on_closed: Callable[[], None]) -> None:
+        self._deliver = deliver
+        self._on_closed = on_closed
+        self.transport: asyncio.ReadTransport | None = None
+
+    @classmethod
+    async def connect(cls, sock: socket.socket, deliver: Callable[[bytes], None],
+                      on_closed: Callable[[], None]) -> "OutputStream":
+        """The loop's transport owns ``sock`` from here on."""
+        stream = cls(deliver, on_closed)
+        transport, _ = await asyncio.get_running_loop().connect_read_pipe(lambda: stream, sock)
+        if hasattr(transport, "max_size"):  # asyncio's pure-Python transport: 256 KiB reads
+            transport.max_size = _READ_SIZE  # uvloop reads up to 256,000 bytes, not settable
+        return stream
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self._deliver(data)
+
+    def eof_received(self) -> None:
+        return None  # the transport closes itself, then connection_lost
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._on_closed()
+
+    def pause(self) -> None:
+        # Both loops hand each chunk to the protocol as they read it: after this returns
+        # nothing more arrives until resume().
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+
+    def resume(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
 
 
 class PipeOutput:
