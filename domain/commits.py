@@ -36,21 +36,25 @@ if TYPE_CHECKING:
     from .sandbox_store import SandboxStore
 
 CHUNK_BYTES = 256 * 1024
-HIGH_WATER = 32 * 1024 * 1024   # uncommitted output bytes before readers are paused
-LOW_WATER = 16 * 1024 * 1024
+# Alone, a session's tick takes what it has, up to TICK_SHARE: a 4 MiB share had cost a lone
+# flood 12-24% of its ingest (interleaved runs, 1 GiB of zeros) for nobody's benefit; a tick
+# that finds a second session's events switches the flood to CONTENDED_SHARE.
+TICK_SHARE = 8 * 1024 * 1024
+# A lone flood's reader pauses only once a second full tick waits behind the one being
+# committed, and resumes when that commit ends: the child refills the next tick while the
+# writer commits this one. With the pause at one tick (counting the tick in flight) the reader
+# stood still through every commit and the writer idled while it refilled. The marks keep the
+# memory they had (16 MiB a session, 32 MiB in all): with twice that (16 MiB ticks) zeros went
+# faster but incompressible output slower (more bytes in flight, colder when the writer copies
+# them to the segment file: 213 against 308 MB/s median, alternating runs on a loaded VM).
+SESSION_HIGH = 2 * TICK_SHARE    # one session's uncommitted output before its reader pauses
+SESSION_LOW = TICK_SHARE + TICK_SHARE // 2  # ...and below which it resumes
+HIGH_WATER = 2 * SESSION_HIGH    # uncommitted output bytes of all sessions before readers pause
+LOW_WATER = HIGH_WATER - TICK_SHARE
 CONTENDED_SHARE = 256 * 1024     # output of one session per tick while other sessions write too
 CONTENDED_S = 0.5                # "other sessions write" means: within the last half second
-SESSION_HIGH = 16 * 1024 * 1024  # one session's uncommitted output before its reader pauses
-# Alone, a session's tick takes what it has (at most SESSION_HIGH): a 4 MiB share had cost a
-# lone flood 12-24% of its ingest (interleaved runs, 1 GiB of zeros) for nobody's benefit; a
-# tick that finds a second session's events switches the flood to CONTENDED_SHARE.
-TICK_SHARE = SESSION_HIGH
 CONTENDED_HIGH = 256 * 1024     # ...while other sessions write too: a flood yields the CPU
-# A paused reader resumes below its low mark: alone, at half its high mark, so the child
-# refills the next tick while the writer commits this one (resuming at 128 KiB: interleaved
-# 1 GiB zeros runs 1,047 against 1,156 MB/s median); while others write, only once its
-# output is nearly all committed.
-SESSION_LOW = SESSION_HIGH // 2
+# While others write, a paused flood resumes only once its output is nearly all committed.
 CONTENDED_LOW = 128 * 1024
 RETRY_S = 0.25                  # a refused store is retried this often
 
@@ -62,12 +66,13 @@ def released_error() -> UnavailableError:
 
 
 class _Pending:
-    __slots__ = ("store", "aggregate", "runs", "snapshots", "output_bytes")
+    __slots__ = ("store", "aggregate", "runs", "snapshots", "output_bytes", "early_bytes")
 
     def __init__(self, store: SandboxStore, aggregate: BaseAggregate) -> None:
         self.store = store
         self.aggregate = aggregate
         self.output_bytes = 0  # counted until committed, even once turned into events
+        self.early_bytes = 0  # of which already turned into events while a commit ran
         self.runs: list[list] = []  # [stream, [bytes, ...], size]
         self.snapshots: list = []
 
@@ -125,7 +130,23 @@ class CommitPipeline:
                 or self._uncommitted_output > HIGH_WATER or store in self.faults):
             source.pause_output()  # the child is slowed by the writer, never by a subscriber
             self._paused[source] = (store, id(session))
+        if self._busy and len(runs) > 1 and not self._contended:
+            self._materialize_early(session, pending)
         self._schedule()
+
+    def _materialize_early(self, session, owed: _Pending) -> None:
+        """While a commit runs, a lone flood's full runs become events at once (up to one
+        tick's worth), so the next tick, which starts when the commit ends, finds them made:
+        the writer no longer waits for the loop to make a tick's events after each commit.
+        While other sessions write, runs wait for the tick, which takes a fair share of each."""
+        full = owed.runs[:-1]  # the last run may still grow
+        if owed.early_bytes >= TICK_SHARE or not full:
+            return
+        at_ns = self._now_ns()
+        for stream, parts, size in full:
+            session.record_output(stream, parts[0] if len(parts) == 1 else b"".join(parts), at_ns)
+            owed.early_bytes += size
+        owed.runs = owed.runs[-1:]
 
     def add_snapshot(self, store, aggregate, snapshot) -> None:
         self._owed(store, aggregate).snapshots.append(snapshot)
@@ -192,7 +213,8 @@ class CommitPipeline:
             if getattr(owed.store, "released", False):  # store sealed by the pause hook: drop
                 self._uncommitted_output -= owed.output_bytes
                 self._session_output.pop(id(session), None)
-                if session.collect_events():
+                # output made into events early is dropped as its runs would have been
+                if any(e.TOPIC != OUTPUT_TOPIC for e in session.collect_events()):
                     dropped.add(owed.store)
                 continue
             taken = self._materialize_owed(session, owed, share)
@@ -244,7 +266,7 @@ class CommitPipeline:
         if not owed.runs:
             return owed.output_bytes
         at_ns = self._now_ns()
-        done = size_done = 0
+        done, size_done = 0, owed.early_bytes  # runs made into events early count toward the share
         for stream, parts, size in owed.runs:
             if share is not None and size_done and size_done + size > share:
                 break
@@ -282,12 +304,15 @@ class CommitPipeline:
 
     def _settle_output(self, batch: StoreBatch) -> None:
         for key, size in batch.output.items():
-            self._uncommitted_output -= size
-            left = self._session_output.get(key, 0) - size
-            if left > 0:
-                self._session_output[key] = left
-            else:
-                self._session_output.pop(key, None)
+            self._uncount(key, size)
+
+    def _uncount(self, key: int, size: int) -> None:
+        self._uncommitted_output -= size
+        left = self._session_output.get(key, 0) - size
+        if left > 0:
+            self._session_output[key] = left
+        else:
+            self._session_output.pop(key, None)
 
     def _resume_sources(self) -> None:
         if not self._paused or self._uncommitted_output >= LOW_WATER:
@@ -309,7 +334,10 @@ class CommitPipeline:
             if id(session) not in done:
                 done.add(id(session))
                 later = self._pending.pop(id(session), None)
-                session.collect_events()
+                if later is not None:  # its output is counted again as it is re-queued below
+                    self._uncount(id(session), later.output_bytes)
+                void = session.collect_events()  # output made into events early lands again
+                replay.extend((e.stream, e.data) for e in void if e.TOPIC == OUTPUT_TOPIC)
                 batch.store.restore(session, stored[session.id])
                 if later is not None and later.runs:
                     replay.extend((stream, b"".join(parts)) for stream, parts, _ in later.runs)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
+from eventsourcing.utils import get_topic
 
 from session_supervisor.domain.model import events as ev
 from session_supervisor.domain.model.errors import UnavailableError
@@ -24,7 +25,7 @@ from session_supervisor.domain.ports import CommitOutcome, RawRows, StoredRow
 from session_supervisor.domain.store_faults import store_error
 
 from .journal_common import committed, encode_all, project, stored_row
-from .output_segments import OUTPUT_TOPIC, OutputSegments
+from .output_segments import OUTPUT_TOPIC, FrameParts, OutputSegments, goes_out_of_line
 from .reflink import fsync_dir
 from .segment_format import REF_LEN, REF_MARK, SEGMENTS_DIR, is_ref
 from .sqlite_factory import DB_NAME, TunedSQLiteFactory, prepare_database, store_env
@@ -64,11 +65,28 @@ def full_disk_as_such(exc: BaseException, directory: Path) -> BaseException:
 
 class SegmentMapper(Mapper):
     """The stock mapper, resolving an output event's reference to its segment record first:
-    aggregates load (snapshot plus tail) through the library's repository unchanged."""
+    aggregates load (snapshot plus tail) through the library's repository unchanged. A large
+    output event is encoded as its frame's two parts (``FrameParts``), which the segment write
+    takes as they are: its bytes are copied once, into the file, not first into a joined frame."""
 
     def __init__(self, segments: OutputSegments, transcoder) -> None:
         super().__init__(transcoder=transcoder)
         self.segments = segments
+
+    def to_stored_event(self, domain_event) -> StoredEvent:
+        if (getattr(domain_event, "TOPIC", None) != OUTPUT_TOPIC or self.compressor or self.cipher
+                or getattr(type(domain_event), "class_version", 1) > 1):
+            return super().to_stored_event(domain_event)
+        state = dict(vars(domain_event))  # what the stock mapper encodes, as it takes it
+        originator_id, originator_version = state.pop("originator_id"), state.pop("originator_version")
+        parts = self.transcoder.output_frame_parts(state)
+        if parts is None:
+            return super().to_stored_event(domain_event)
+        frame = FrameParts(*parts)
+        if not goes_out_of_line(OUTPUT_TOPIC, frame):  # small: the row holds the frame
+            frame = frame.head + frame.data
+        return StoredEvent(originator_id=originator_id, originator_version=originator_version,
+                           topic=get_topic(type(domain_event)), state=frame)
 
     def to_domain_event(self, stored_event: StoredEvent):
         if is_ref(stored_event.state):

@@ -51,7 +51,21 @@ SEGMENT_BYTES = 16 * 1024 * 1024
 _IOV_MAX = 512  # buffers per pwritev (Linux allows 1024)
 
 
-def goes_out_of_line(topic: str, state: bytes) -> bool:
+class FrameParts:
+    """A large output event's stored state as its two parts (``codec.output_frame_parts``),
+    never joined: the segment record is written from both, and the row gets a reference. It
+    exists only between the encoding of a commit and its segment write."""
+
+    __slots__ = ("head", "data")
+
+    def __init__(self, head: bytes, data: bytes) -> None:
+        self.head, self.data = head, data
+
+    def __len__(self) -> int:
+        return len(self.head) + len(self.data)
+
+
+def goes_out_of_line(topic: str, state) -> bool:
     """Only output: it is what floods, and what retention trims (lifecycle rows are kept for
     good, so their bytes must never sit in a file that retention unlinks)."""
     return topic == OUTPUT_TOPIC and len(state) >= OUT_OF_LINE_MIN
@@ -124,7 +138,12 @@ class OutputSegments:
             tail = self._tail_for(oid, seq, write)
             if id(tail) not in pending:
                 pending[id(tail)] = (tail, tail.size, [])
-            pending[id(tail)][2].extend((RECORD.pack(seq, len(state)), state))
+            record = pending[id(tail)][2]
+            record.append(RECORD.pack(seq, len(state)))
+            if type(state) is FrameParts:
+                record += (state.head, state.data)
+            else:
+                record.append(state)
             offset = tail.size + RECORD.size
             tail.size = offset + len(state)
             out.append(type(item)(oid, seq, item.topic, make_ref(tail.first_seq, offset, len(state))))

@@ -1,15 +1,13 @@
 """PipeRunner: the ProcessRunner for sessions without a terminal.
 
 The child is started by ``infra.spawn`` (vfork and exec on the spawn thread, never a fork
-of the server) with one socketpair per stdio stream, the kind of descriptor uvloop's
-``subprocess_exec`` gave it before; our ends become the loop's transports
-(``infra.process_io``).
-
-Read sizes: uvloop reads into a fixed 256,000-byte loop buffer (``UV_STREAM_RECV_BUF_SIZE``,
-not configurable); asyncio's pipe transport reads ``max_size`` per ``os.read``, raised
-from 256 KiB to 1 MiB. ``os.read(fd, n)`` allocates n bytes up front; from 128 KiB on glibc
-mmaps that (~25 us per read, however little arrives) unless MALLOC_MMAP_THRESHOLD_ is
-raised as ingest-path.md recommends; 256 KiB already pays this, so 1 MiB costs nothing extra.
+of the server) with a socketpair for stdin (the loop's write transport, as uvloop's
+``subprocess_exec`` gave it before) and a 1 MiB pipe for each of stdout and stderr, read by
+the loop without a transport (``infra.process_io.PipeOutput``: one ``os.read`` per journal
+chunk, no copy between the kernel and the ``bytes`` the journal stores). A pipe is what a
+shell or supervisord gives a program, and a write into one costs the child less than into a
+socket (no buffer allocation per write): ``head -c 1G /dev/zero`` into a socketpair had cost
+0.42 CPU-s.
 
 ``OutputGate``, ``proc_start_time`` and ``status_from_returncode`` live in
 ``infra.process_io`` and are re-exported here.
@@ -24,14 +22,15 @@ import socket
 import subprocess
 
 from session_supervisor.domain.ports import ExitStatus, Launch, OutputCallback, StartFailedError
-from session_supervisor.infra.process_io import (InputStream, OutputGate, OutputStream, proc_start_time, socketpairs,
-                                                 status_from_returncode)
+from session_supervisor.infra.process_io import (InputStream, OutputGate, PipeOutput, output_pipe, proc_start_time,
+                                                 socketpairs, status_from_returncode)
 from session_supervisor.infra.spawn import ExitWatch, reap, spawn
 from session_supervisor.infra.start_check import HeldOutput, StartReport, report_env, settle
 
 
 class PipeHandle:
-    """One running process with socketpair stdio, in its own session and group."""
+    """One running process (stdin a socketpair, stdout and stderr pipes), in its own session
+    and group."""
 
     def __init__(self, proc: subprocess.Popen, on_output: OutputCallback) -> None:
         self._loop = asyncio.get_running_loop()
@@ -41,20 +40,22 @@ class PipeHandle:
         self.start_time: int = proc_start_time(self.pid)
         self.gate = OutputGate(abandon=self._close_outputs)
         self._stdin: InputStream | None = None
-        self._outputs: list[OutputStream] = []
+        self._outputs: list[PipeOutput] = []
         self._open_outputs = 2
         self._status: ExitStatus | None = None
         self._exit = ExitWatch(self._loop, proc, self._on_exited)
 
-    async def connect(self, socks: list[socket.socket]) -> None:
-        """Hand our ends (stdin, stdout, stderr) to the loop; each transport then owns its
-        socket, and what was not handed over when this raises is the caller's to close."""
-        self._stdin = await InputStream.connect(socks.pop(0))
+    async def connect(self, stdin: list[socket.socket], outputs: list[int]) -> None:
+        """Hand our ends (the stdin socket, the stdout and stderr read fds) to the loop; each
+        is owned from then on (and taken off its list), what is left when this raises is the
+        caller's to close."""
+        self._stdin = await InputStream.connect(stdin.pop(0))
         if self._exit.exited:
             self._stdin.finish()
         for name in ("stdout", "stderr"):
             deliver = lambda data, name=name: self._on_output(name, data)  # noqa: E731
-            self._outputs.append(await OutputStream.connect(socks.pop(0), deliver, self._output_closed))
+            self._outputs.append(PipeOutput(outputs[0], deliver, self._output_closed))
+            outputs.pop(0)
 
     def _output_closed(self) -> None:
         self._open_outputs -= 1
@@ -130,7 +131,7 @@ class PipeHandle:
 
 
 class PipeRunner:
-    """Starts processes with stdin/stdout/stderr socketpairs in a new session."""
+    """Starts processes in a new session, stdin a socketpair, stdout and stderr pipes."""
 
     async def start(self, launch: Launch, on_output: OutputCallback) -> PipeHandle:
         try:
@@ -145,16 +146,25 @@ class PipeRunner:
             raise StartFailedError("empty argv")
         report = StartReport() if launch.start_report else None
         held = HeldOutput(on_output)
-        pairs = socketpairs(3)
-        ours = [ours for ours, _ in pairs]
+        (stdin_ours, stdin_theirs), = socketpairs(1)
+        ours, theirs = [stdin_ours], [stdin_theirs.detach()]
+        outputs: list[int] = []
+        try:
+            for _ in ("stdout", "stderr"):
+                read_end, write_end = output_pipe()
+                outputs.append(read_end)
+                theirs.append(write_end)
+        except BaseException:
+            _close_all(ours, outputs, theirs)
+            if report is not None:
+                report.close()
+            raise
         try:
             # spawn() closes the child's ends, whatever happens.
-            proc = await spawn(launch.argv, launch.cwd, report_env(launch.env, report),
-                               (pairs[0][1].detach(), pairs[1][1].detach(), pairs[2][1].detach()),
+            proc = await spawn(launch.argv, launch.cwd, report_env(launch.env, report), tuple(theirs),
                                pass_fds=(report.child_fd,) if report else ())
         except BaseException:
-            for sock in ours:
-                sock.close()
+            _close_all(ours, outputs, [])
             if report is not None:
                 report.close()
             raise
@@ -162,13 +172,20 @@ class PipeRunner:
             report.child_started()
         handle = PipeHandle(proc, held)
         try:
-            await handle.connect(ours)
+            await handle.connect(ours, outputs)
         except BaseException:  # cancelled while connecting: nothing may outlive us
             handle.discard()
-            for sock in ours:  # the ones no transport took
-                sock.close()
+            _close_all(ours, outputs, [])  # the ones not handed over
             if report is not None:
                 report.close()
             raise
         await settle(report, held, handle)  # the sandbox's word on its command and cwd
         return handle
+
+
+def _close_all(socks: list[socket.socket], *fd_lists: list[int]) -> None:
+    for sock in socks:
+        sock.close()
+    for fds in fd_lists:
+        for fd in fds:
+            os.close(fd)

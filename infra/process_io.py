@@ -1,9 +1,17 @@
 """What both runners share: the child's identity and status, when ``wait_exited`` may
-return (``OutputGate``), and our ends of its stdio as loop transports.
+return (``OutputGate``), and our ends of its stdio.
 
-Output arrives through a plain ``Protocol`` rather than StreamReaders, so every chunk the
-loop reads goes straight to ``on_output`` with no extra buffering or copies: the ingest
-path depends on that (hundreds of MB/s). Input goes through the loop's write transport:
+Output comes through a pipe of 1 MiB (``output_pipe``) read by ``PipeOutput``: the loop
+watches the fd and each ``os.read`` of READ_BYTES becomes one ``bytes`` handed straight to
+``on_output``. A loop transport read into its own buffer and copied out (uvloop: 256,000
+bytes at a time, so every 256 KiB chunk of the journal was also joined from two reads), and a
+socketpair's 208 KiB queue made the child and the loop take turns every 200 KiB: on a busy
+2-CPU machine each turn waits for a CPU. The terminal relay's output (``infra.pty_relay``)
+stays a socket read by the loop's transport (``OutputStream``): its ``cat`` writes what one
+read of the master gave it, about 4 KiB, so the loop wakes for little each time, and there
+uvloop's read loop in C costs less per wake-up than ``PipeOutput``'s in Python (a PTY
+ingest measured 8-9 CPU-s per GB through the transport, 11-15 through ``PipeOutput``).
+Input goes through the loop's write transport:
 ordered writes, flow control (``write`` waits while more than 64 KiB is queued), and the
 loss of the reader reported as ``BrokenPipeError``.
 """
@@ -11,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import fcntl
+import os
 import socket
 from typing import Callable
 
@@ -18,6 +28,13 @@ from session_supervisor.domain.ports import ExitStatus, StartFailedError
 
 EOF_GRACE_S = 1.0  # after exit, how long a grandchild may hold our output open
 _READ_SIZE = 1 << 20
+# One read is one journal chunk (the write path's 256 KiB runs): a run is then a single bytes
+# object, never a join of two reads. ``os.read`` allocates what it is asked for up front, from
+# the heap (the server raises glibc's mmap threshold), and gives back what it did not fill.
+READ_BYTES = 256 * 1024
+READS_PER_WAKE = 8  # up to 2 MiB per loop wake-up: more than the pipe holds
+PIPE_BYTES = 1 << 20  # /proc/sys/fs/pipe-max-size's default: no privilege needed
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
 def proc_start_time(pid: int) -> int:
@@ -139,6 +156,77 @@ class OutputStream(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
+
+
+class PipeOutput:
+    """Our end of an output pipe, read by the loop: each read goes straight to ``deliver``.
+
+    ``pause`` stops reading at once (also between two reads of one wake-up), so after it
+    returns nothing more arrives until ``resume``. End of file, a read error, or ``close``
+    call ``on_closed`` once, from the loop.
+    """
+
+    def __init__(self, fd: int, deliver: Callable[[bytes], None], on_closed: Callable[[], None]) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._fd: int | None = fd
+        self._deliver = deliver
+        self._on_closed: Callable[[], None] | None = on_closed
+        self._paused = False
+        os.set_blocking(fd, False)  # our end only: the child's end of a pipe is its own file
+        self._loop.add_reader(fd, self._readable)
+
+    def _readable(self) -> None:
+        fd = self._fd
+        for _ in range(READS_PER_WAKE):
+            try:
+                data = os.read(fd, READ_BYTES)
+            except BlockingIOError:
+                return
+            except OSError:  # EIO and the like: nothing more will come
+                data = b""
+            if not data:
+                self.close()
+                return
+            self._deliver(data)
+            if self._paused or self._fd is None:
+                return
+            if len(data) < READ_BYTES:  # drained: wait for the next wake-up
+                return
+
+    def pause(self) -> None:
+        if self._fd is not None and not self._paused:
+            self._paused = True
+            self._loop.remove_reader(self._fd)
+
+    def resume(self) -> None:
+        if self._fd is not None and self._paused:
+            self._paused = False
+            self._loop.add_reader(self._fd, self._readable)
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        if not self._paused:
+            self._loop.remove_reader(fd)
+        os.close(fd)
+        closed, self._on_closed = self._on_closed, None
+        self._loop.call_soon(closed)
+
+
+def output_pipe() -> tuple[int, int]:
+    """(our read end, the child's write end), close-on-exec, 1 MiB when the kernel allows
+    (past the per-user pipe budget an unprivileged server keeps the 64 KiB default); out of
+    descriptors: StartFailedError."""
+    try:
+        read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    except OSError as exc:
+        raise StartFailedError(f"no descriptors for the output of the process: {exc}") from exc
+    try:
+        fcntl.fcntl(read_end, _F_SETPIPE_SZ, PIPE_BYTES)
+    except OSError:
+        pass
+    return read_end, write_end
 
 
 class InputStream(asyncio.BaseProtocol):

@@ -20,7 +20,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import (bench_cli, bench_cluster, bench_echo, bench_faults, bench_image_start, bench_ingest, bench_ingress, bench_netns,
+from . import (bench_cli, bench_cluster, bench_echo, bench_faults, bench_image_start, bench_ingest, bench_ingress, bench_netns, bench_pty,
                bench_replay, bench_restart, bench_rootfs, bench_run, bench_sandbox_start, bench_sessions,
                bench_volume_bind)
 from .common import MIB
@@ -48,6 +48,9 @@ class Sizes:
     # The raw PTY reader swings between ~55 and ~105 MB/s from one run to the next on the
     # 2-vCPU VM: a median of 3 made the ratio anything from 0.5x to 1.4x.
     pty_runs: int = 1
+    pipe_runs: int = 1  # interleaved rounds of the pipe rows: supervisord alone swings 800-1,200 MB/s
+    random_bytes: int = 4 * MIB  # the incompressible pipe input (cat of a file of random bytes)
+    pty_line_bytes: int = 1 * MIB  # the PTY's one-long-line workload
     unknown_ids: int = 20_000
     storm_bytes: int = 1024 * MIB
     store_bytes: int = 400 * MIB
@@ -64,7 +67,8 @@ class Sizes:
 FULL = Sizes(pipe_bytes=1024 * MIB, pty_bytes=64 * MIB, runs=3, echo_count=1000, echo_warmup=100,
              sessions=1000, replay_bytes=64 * MIB, restart_sessions=1000, restart_short=16,
              restart_long=1024, cli_calls=100, start_rounds=200, install=True, extras=True, netns_starts=100,
-             pty_runs=9, image_starts=50, volume_binds=30)
+             pty_runs=9, pipe_runs=5, random_bytes=256 * MIB, pty_line_bytes=32 * MIB, image_starts=50,
+             volume_binds=30)
 SMOKE = Sizes(pipe_bytes=16 * MIB, pty_bytes=2 * MIB, runs=1, echo_count=30, echo_warmup=5,
               sessions=20, replay_bytes=2 * MIB, restart_sessions=10, restart_short=4,
               restart_long=64, cli_calls=5, start_rounds=5, install=False, extras=False, netns_starts=3,
@@ -73,8 +77,8 @@ SMOKE = Sizes(pipe_bytes=16 * MIB, pty_bytes=2 * MIB, runs=1, echo_count=30, ech
               image_starts=3, volume_binds=2, rootfs_fill=16 * MIB, rootfs_rounds=1)
 
 BENCHMARKS = {
-    "pipe": lambda w, s: bench_ingest.pipe_ingest(w, s.pipe_bytes, s.runs, s.install, s.extras),
-    "pty": lambda w, s: bench_ingest.pty_ingest(w, s.pty_bytes, s.pty_runs),
+    "pipe": lambda w, s: bench_ingest.pipe_ingest(w, s.pipe_bytes, s.random_bytes, s.pipe_runs, s.install),
+    "pty": lambda w, s: bench_pty.pty_ingest(w, s.pty_bytes, s.pty_line_bytes, s.pty_runs),
     "echo": lambda w, s: bench_echo.echo_latency(w, s.echo_count, s.echo_warmup),
     "sessions": lambda w, s: bench_sessions.many_sessions(w, s.sessions),
     "replay": lambda w, s: bench_replay.replay(w, s.replay_bytes, s.runs),

@@ -17,6 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import httpx
 import orjson
 
 from tests.helpers import TOKEN, spath
@@ -86,57 +87,145 @@ class SSEWatch:
         self.sock.close()
 
 
+class RawEcho:
+    """A ``cat`` session driven by http.client for the POST and a raw socket for the SSE."""
+
+    def __init__(self, server: BenchServer, sb: str, tag: str = "r") -> None:
+        self.sb, self.tag = sb, tag
+        self.sid = server.create(sb, {"command": ["cat"]})
+        host, port = server.url.removeprefix("http://").split(":")
+        self.conn = http.client.HTTPConnection(host, int(port))
+        latest = orjson.loads(server.http.get(spath(sb, self.sid)).content)["data"]["cursor"]["latest"]
+        self.watch = SSEWatch(server.url, spath(sb, self.sid, "/events/stream"), latest)
+
+    def round_trip(self, i: int) -> tuple[float, float]:
+        """Seconds to the echo on SSE, and to the 202."""
+        line = b"%s%08d\n" % (self.tag.encode(), i)
+        body = orjson.dumps({"input_id": f"{self.tag}{i}", "data_base64": base64.b64encode(line).decode()})
+        started = time.perf_counter()
+        self.conn.request("POST", spath(self.sb, self.sid, "/inputs"), body=body, headers=HEADERS)
+        response = self.conn.getresponse()
+        response.read()
+        answered = time.perf_counter()
+        assert response.status == 202, response.status
+        self.watch.wait_for(base64.b64encode(line))
+        return time.perf_counter() - started, answered - started
+
+    def healthz(self) -> float:
+        started = time.perf_counter()
+        self.conn.request("GET", "/healthz", headers=HEADERS)
+        self.conn.getresponse().read()
+        return time.perf_counter() - started
+
+    def close(self) -> None:
+        self.watch.close()
+        self.conn.close()
+
+
+class HttpxEcho:
+    """A ``cat`` session driven the way the SDKs drive one: one keep-alive ``httpx.Client``,
+    the SSE stream opened once (``send(stream=True)``, read with ``iter_lines``), then for
+    each input a POST and the stream read on until the echo's event."""
+
+    def __init__(self, server: BenchServer, sb: str, tag: str = "h") -> None:
+        self.sb, self.tag = sb, tag
+        self.sid = server.create(sb, {"command": ["cat"]})
+        self.client = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"},
+                                   timeout=30.0)
+        latest = self.client.get(spath(sb, self.sid)).json()["data"]["cursor"]["latest"]
+        request = self.client.build_request("GET", spath(sb, self.sid, "/events/stream"),
+                                            params={"after": str(latest)},
+                                            headers={"Accept": "text/event-stream"})
+        self.stream = self.client.send(request, stream=True)
+        self.lines = self.stream.iter_lines()
+
+    def round_trip(self, i: int) -> tuple[float, float]:
+        line = b"%s%08d\n" % (self.tag.encode(), i)
+        encoded = base64.b64encode(line).decode()
+        body = {"input_id": f"{self.tag}{i}", "data_base64": encoded}
+        started = time.perf_counter()
+        response = self.client.post(spath(self.sb, self.sid, "/inputs"), json=body)
+        answered = time.perf_counter()
+        assert response.status_code == 202, response.status_code
+        for text in self.lines:
+            if text.startswith("data:") and encoded in text:
+                break
+        return time.perf_counter() - started, answered - started
+
+    def healthz(self) -> float:
+        started = time.perf_counter()
+        self.client.get("/healthz")
+        return time.perf_counter() - started
+
+    def close(self) -> None:
+        self.stream.close()
+        self.client.close()
+
+
 def echo_round_trips(server: BenchServer, sb: str, count: int,
                      warmup: int) -> tuple[list[float], list[float], list[float]]:
     """Round trips, HTTP GETs, and the POST-to-202 share of each round trip."""
-    sid = server.create(sb, {"command": ["cat"]})
-    host, port = server.url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port))
-    latest = orjson.loads(server.http.get(spath(sb, sid)).content)["data"]["cursor"]["latest"]
-    watch = SSEWatch(server.url, spath(sb, sid, "/events/stream"), latest)
+    echo = RawEcho(server, sb)
     samples, http_samples, accepted = [], [], []
     try:
         for i in range(warmup + count):
-            line = b"%08d\n" % i
-            body = orjson.dumps({"input_id": f"e{i}", "data_base64": base64.b64encode(line).decode()})
-            started = time.perf_counter()
-            conn.request("POST", spath(sb, sid, "/inputs"), body=body, headers=HEADERS)
-            response = conn.getresponse()
-            response.read()
-            answered = time.perf_counter()
-            assert response.status == 202, response.status
-            watch.wait_for(base64.b64encode(line))
+            total, answered = echo.round_trip(i)
+            get = echo.healthz()
             if i >= warmup:
-                samples.append(time.perf_counter() - started)
-                accepted.append(answered - started)
-            started = time.perf_counter()
-            conn.request("GET", "/healthz", headers=HEADERS)
-            conn.getresponse().read()
-            if i >= warmup:
-                http_samples.append(time.perf_counter() - started)
+                samples.append(total)
+                accepted.append(answered)
+                http_samples.append(get)
     finally:
-        watch.close()
-        conn.close()
+        echo.close()
     return samples, http_samples, accepted
+
+
+def interleaved_round_trips(server: BenchServer, sb: str, count: int, warmup: int) -> dict[str, list[float]]:
+    """The raw-socket and the httpx client, each on its own ``cat`` session, one round trip
+    of each in turn (and a GET /healthz), so both see the same machine."""
+    raw, sdk = RawEcho(server, sb), HttpxEcho(server, sb)
+    out: dict[str, list[float]] = {k: [] for k in ("raw", "raw 202", "httpx", "httpx 202", "get", "httpx get")}
+    try:
+        for i in range(warmup + count):
+            total, answered = raw.round_trip(i)
+            get = raw.healthz()
+            sdk_total, sdk_answered = sdk.round_trip(i)
+            sdk_get = sdk.healthz()
+            if i >= warmup:
+                for key, value in (("raw", total), ("raw 202", answered), ("httpx", sdk_total),
+                                   ("httpx 202", sdk_answered), ("get", get), ("httpx get", sdk_get)):
+                    out[key].append(value)
+    finally:
+        raw.close()
+        sdk.close()
+    return out
 
 
 def echo_latency(work: Path, count: int, warmup: int) -> Report:
     report = Report(f"Input POST to echo seen on SSE through cat ({count} round trips)")
     with BenchServer(work / "ours") as server:
         sb = server.sandbox()
-        ours, http_rtt, accepted = echo_round_trips(server, sb, count, warmup)
+        measured = interleaved_round_trips(server, sb, count, warmup)
+    ours, http_rtt, accepted = measured["raw"], measured["get"], measured["raw 202"]
+    sdk, sdk_accepted = measured["httpx"], measured["httpx 202"]
     floor = pipe_floor(count + warmup)[warmup:]
     commits = commit_floor(work, count + warmup)[warmup:]
-    rows = [("pipe floor (write/read cat)", floor), ("HTTP GET /healthz", http_rtt),
-            ("SQLite FULL commit", commits), ("ours: POST input to SSE echo", ours),
-            ("ours: POST input to its 202 (1 commit)", accepted),
-            ("ours: 202 to the echo on SSE (1 commit)", [a - b for a, b in zip(ours, accepted)])]
+    floors = ("pipe floor (write/read cat)", "SQLite FULL commit")
+    raw_total, raw_202, raw_echo = ("ours: POST input to SSE echo", "ours: POST input to its 202 (1 commit)",
+                                    "ours: 202 to the echo on SSE (1 commit)")
+    rows = [(floors[0], floor, ()), ("HTTP GET /healthz", http_rtt, ()),
+            # what the client itself adds: the same GET through httpx
+            ("HTTP GET /healthz through httpx", measured["httpx get"], ("HTTP GET /healthz",)), (floors[1], commits, ()),
+            (raw_total, ours, floors), (raw_202, accepted, floors),
+            (raw_echo, [a - b for a, b in zip(ours, accepted)], floors),
+            # the httpx rows against the same step of the raw-socket client
+            ("ours, httpx client: POST input to SSE echo", sdk, (raw_total, *floors)),
+            ("ours, httpx client: POST input to its 202", sdk_accepted, (raw_202,)),
+            ("ours, httpx client: 202 to the echo on SSE", [a - b for a, b in zip(sdk, sdk_accepted)], (raw_echo,))]
     for q in (50, 99):
-        for name, samples in rows:
-            baseline = ("pipe floor (write/read cat) p%d" % q, "SQLite FULL commit p%d" % q) \
-                if name.startswith("ours") else ()
-            report.figure(f"{name} p{q}", "ms", baseline=baseline, higher_is_better=False).runs.append(
-                percentile(samples, q) * 1000)
+        for name, samples, baselines in rows:
+            report.figure(f"{name} p{q}", "ms", baseline=tuple(f"{b} p{q}" for b in baselines),
+                          higher_is_better=False).runs.append(percentile(samples, q) * 1000)
     report.notes.append("ours holds two durable commits per round trip (input.accepted before the "
                         "202, the echo's output before SSE): its floor is 2x the commit row")
     return report

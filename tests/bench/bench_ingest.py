@@ -1,25 +1,24 @@
-"""Ingest: a child's output into the durable journal, against the floor and supervisord.
+"""Pipe ingest: a child's output into the durable journal, against the floors and supervisord.
 
-Pipes: ``head -c N /dev/zero`` (the child of users-and-baselines.md §4.2/§4.3), and in
-full mode N incompressible bytes, each into (a) ``cat > /dev/null`` (the raw pipe floor),
-(b) ``cat > file`` plus one fsync (the durable floor), (c) supervisord 4.3's log, timed
-by the log's size, (d) a session of ours, from POST to the committed ``attempt.exited``
-(which lands after every output event), with the default 64 MiB retention trimming as
-it goes. PTY: ``cat`` of a base64 text file (§4.4) read by a
-plain Python reader on a PTY master, against a ``pty`` session of ours. Runs are
-interleaved round-robin so noise spreads over every variant.
+Two inputs: ``head -c N /dev/zero`` (the child of users-and-baselines.md §4.2/§4.3) and
+``cat`` of a file of random bytes (incompressible), each into (a) ``cat > /dev/null`` (the
+raw pipe floor), (b) ``cat > file`` plus one fsync (the durable floor), (c) supervisord
+4.3's log, timed by the log's size, (d) a session of ours, from POST to the committed
+``attempt.exited`` (which lands after every output event), with the default 64 MiB
+retention trimming as it goes. The incompressible input runs (c) and (d) a second time
+with one CPU kept busy by a spinning process: on 2 CPUs that is what a shared machine
+looks like. Every variant runs once per round, rounds interleaved, so noise spreads over
+all of them. The PTY benchmark is in ``bench_pty``.
 """
 from __future__ import annotations
 
-import base64
 import os
-import pty
 import shlex
 import subprocess
 import time
 from pathlib import Path
 
-from .common import MB, MIB, BenchServer, Report, cpu_seconds
+from .common import MB, MIB, BenchServer, Report, busy_cpu, cpu_seconds
 from .supervisord import Supervisord, ensure_installed
 
 
@@ -51,17 +50,16 @@ def ours(server: BenchServer, sb: str, spec: dict) -> tuple[float, float]:
     return elapsed, cpu_seconds(server.pid) - cpu
 
 
-def pipe_ingest(work: Path, size: int, runs: int, install: bool, incompressible: bool) -> Report:
-    report = Report(f"Pipe ingest of {size / MIB:.0f} MiB into the durable journal")
+def pipe_ingest(work: Path, size: int, random_size: int, runs: int, install: bool) -> Report:
+    report = Report(f"Pipe ingest of {size / MIB:.0f} MiB of zeros and {random_size / MIB:.0f} MiB "
+                    "of random bytes into the durable journal")
     work.mkdir(parents=True, exist_ok=True)
     path, why = ensure_installed(install)
-    inputs = [("zeros", f"head -c {size} /dev/zero", size)]
-    if incompressible:
-        inputs.append(random_input(work, size))
+    inputs = [("zeros", f"head -c {size} /dev/zero", size, False), random_input(work, random_size)]
     with BenchServer(work / "ours") as server:
         sb = server.sandbox()
-        for label, child, total in inputs:
-            input_rows(report, work, server, sb, label, child, total, runs, path, why)
+        for label, child, total, busy_too in inputs:
+            input_rows(report, work, server, sb, label, child, total, runs, path, why, busy_too)
     report.notes.append("zeros compress to almost nothing: the journal writes little, the "
                         "incompressible rows show the cost of storing every byte")
     report.notes.append("supervisord is timed by its log file's size (no XML-RPC during a run); "
@@ -69,82 +67,52 @@ def pipe_ingest(work: Path, size: int, runs: int, install: bool, incompressible:
     return report
 
 
-def random_input(work: Path, size: int) -> tuple[str, str, int]:
+def random_input(work: Path, size: int) -> tuple[str, str, int, bool]:
+    """``cat`` of one file of random bytes: nothing in it compresses."""
     blob = work / "random.bin"
-    block = min(64 * MIB, size)
     with open(blob, "wb") as f:
-        f.write(os.urandom(block))
-    repeat = max(1, size // block)
-    return "incompressible", f"for i in $(seq {repeat}); do cat {blob}; done", repeat * block
+        for _ in range(0, size, 16 * MIB):
+            f.write(os.urandom(min(16 * MIB, size - f.tell())))
+    return "incompressible", f"cat {blob}", size, True
 
 
 def input_rows(report: Report, work: Path, server: BenchServer, sb: str, label: str, child: str,
-               total: int, runs: int, path: Path | None, why: str) -> None:
-    """One input, every variant interleaved round-robin: floors, supervisord, ours."""
+               total: int, runs: int, path: Path | None, why: str, busy_too: bool) -> None:
+    """One input, every variant interleaved round-robin: floors, supervisord, ours (and when
+    ``busy_too``, supervisord and ours again with one CPU busy)."""
     floor = report.figure(f"{label}: raw pipe floor, | cat > /dev/null", "MB/s")
     durable = report.figure(f"{label}: cat > file + fsync", "MB/s", baseline=floor.name)
     sup = report.figure(f"{label}: supervisord 4.3 to its log", "MB/s", baseline=(floor.name, durable.name))
     mine = report.figure(f"{label}: ours, session journal", "MB/s",
                          baseline=(sup.name, durable.name, floor.name))
     cpu = report.figure(f"{label}: ours, server CPU per GB", "s", higher_is_better=False)
+    sup_cpu = report.figure(f"{label}: supervisord's own CPU per GB", "s", higher_is_better=False)
+    if supervisor_cpu_note := (why if path is None else ""):
+        sup_cpu.note = supervisor_cpu_note
+    sup_busy = report.figure(f"{label}, one CPU busy: supervisord 4.3", "MB/s") if busy_too else None
+    mine_busy = report.figure(f"{label}, one CPU busy: ours", "MB/s",
+                              baseline=(sup_busy.name, sup.name)) if busy_too else None
     supervisor = Supervisord(path, work / f"supervisord-{label}", f"sh -c {shlex.quote(child)}") if path is not None else None
     if supervisor is None:
         sup.note = why
+        if sup_busy is not None:
+            sup_busy.note = why
     try:
         for _ in range(runs):
             floor.runs.append(total / shell_floor(child) / MB)
             durable.runs.append(total / durable_floor(child, work / "durable.out") / MB)
             if supervisor is not None:
+                used = cpu_seconds(supervisor.pid)
                 sup.runs.append(total / supervisor.run(total) / MB)
+                sup_cpu.runs.append((cpu_seconds(supervisor.pid) - used) / (total / 1e9))
             elapsed, used = ours(server, sb, {"command": ["sh", "-c", child]})
             mine.runs.append(total / elapsed / MB)
             cpu.runs.append(used / (total / 1e9))
+            if busy_too:
+                with busy_cpu():
+                    if supervisor is not None:
+                        sup_busy.runs.append(total / supervisor.run(total) / MB)
+                    mine_busy.runs.append(total / ours(server, sb, {"command": ["sh", "-c", child]})[0] / MB)
     finally:
         if supervisor is not None:
             supervisor.close()
-
-
-# ---- PTY ----------------------------------------------------------------------------------
-def text_file(path: Path, size: int) -> int:
-    """Base64 text in 77-byte lines (76 + newline), as users-and-baselines.md §4.4."""
-    raw = os.urandom(size * 3 // 4)
-    text = base64.encodebytes(raw)  # 76-character lines
-    path.write_bytes(text[:size])
-    return min(size, len(text))
-
-
-def raw_pty_reader(path: Path) -> float:
-    """A Python reader on a PTY master (cooked mode, ONLCR on), the child being ``cat``."""
-    master, slave = pty.openpty()
-    started = time.perf_counter()
-    child = subprocess.Popen(["cat", str(path)], stdin=slave, stdout=slave, stderr=slave,
-                             start_new_session=True)
-    os.close(slave)
-    try:
-        while True:
-            try:
-                if not os.read(master, 65536):
-                    break
-            except OSError:  # EIO: the child side is closed
-                break
-    finally:
-        os.close(master)
-        child.wait()
-    return time.perf_counter() - started
-
-
-def pty_ingest(work: Path, size: int, runs: int) -> Report:
-    report = Report(f"PTY ingest of {size / MIB:.0f} MiB of base64 text (cat)")
-    work.mkdir(parents=True, exist_ok=True)
-    path = work / "text.b64"
-    size = text_file(path, size)
-    floor = report.figure("raw PTY reader (Python os.read)", "MB/s")
-    mine = report.figure("ours: pty session journal", "MB/s", baseline=floor.name)
-    spec = {"command": ["cat", str(path)], "io": {"mode": "pty"}}
-    with BenchServer(work / "ours") as server:
-        sb = server.sandbox()
-        for _ in range(runs):
-            floor.runs.append(size / raw_pty_reader(path) / MB)
-            mine.runs.append(size / ours(server, sb, spec)[0] / MB)
-    report.notes.append("MB/s of file bytes; both sides read the same cooked PTY (ONLCR adds CRs)")
-    return report

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
+import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -159,15 +162,19 @@ class BenchServer:
         return ok(self.http.get(spath(sb, sid, "/history"), params={"limit": 10000}), 200)["events"]
 
     def wait_exited(self, sb: str, sid: str, count: int = 1, timeout: float = 600.0,
-                    interval: float = 0.005) -> None:
+                    interval: float = 0.005, max_lag: float = 0.02) -> None:
         """Until the journal holds ``count`` attempt.exited (committed after all output).
 
         Each poll asks only for what was committed since the last one (``after`` = the
-        cursor's latest), so the 200 polls a second cost the server an HTTP round trip each,
-        not a scan of the session's whole journal: that scan had taken a quarter of the
-        server's CPU during a PTY ingest on 2 vCPUs, charged to the figure being measured.
+        cursor's latest), so a poll costs the server an HTTP round trip, not a scan of the
+        session's whole journal: that scan had taken a quarter of the server's CPU during a
+        PTY ingest on 2 vCPUs, charged to the figure being measured. The polls thin out as a
+        run goes on (every ``max_lag`` of the time elapsed, at least every ``interval``): 200
+        polls a second had still been a fifth of the server's Python time during an ingest of
+        zeros, and a late poll can only make the figure worse, by at most ``max_lag``.
         """
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
         after, seen = 0, 0
         while True:
             page = ok(self.http.get(spath(sb, sid, "/history"), params={"after": after, "limit": 10000}), 200)
@@ -177,9 +184,23 @@ class BenchServer:
             events = page["events"]
             # A full page: read on from its last event; else from the latest committed seq.
             after = events[-1]["seq"] if len(events) == 10000 else page["cursor"]["latest"]
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 raise TimeoutError(f"session {sid} did not exit within {timeout}s")
-            time.sleep(interval)
+            time.sleep(max(interval, (now - started) * max_lag))
+
+
+@contextmanager
+def busy_cpu():
+    """One process spinning for as long as the block runs (not pinned: the scheduler places
+    it), so a figure shows what one busy CPU of two costs; it is killed and reaped after."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.05)  # running before the measured work starts
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait(10)
 
 
 def timed(fn, *args, **kwargs) -> float:

@@ -169,3 +169,23 @@ async def pipeline_flush(pipeline: CommitPipeline, sink: HeldSink, store) -> Non
             sink.committed.append(sink.commit_next())
             await turns()
     await flushed
+
+
+def test_a_lone_floods_full_chunks_become_events_while_a_commit_runs_and_land_once_in_order():
+    async def story():
+        sink = HeldSink()
+        pipeline = CommitPipeline(sink, lambda: NOW, lambda *_: None)
+        store, session, reader = Store(), running_session(), Reader()
+        pipeline.add_output(store, session, "stdout", b"first", reader)
+        await turns()
+        assert len(sink.ticks) == 1  # a commit runs: what arrives now waits for the next tick
+        chunks = [bytes([n]) * CHUNK_BYTES for n in range(1, 5)]
+        for chunk in chunks:
+            pipeline.add_output(store, session, "stdout", chunk, reader)
+        made_early = [e.data for e in session.pending_events if type(e).__name__ == "Output"]
+        assert made_early == chunks[:3]  # the full ones; the last may still grow
+        await pipeline_flush(pipeline, sink, store)  # commits the tick in flight, then the rest
+        landed = [c for tick in sink.committed for c in outputs(tick)]
+        assert landed == [b"first", *chunks]
+        assert pipeline._uncommitted_output == 0 and not pipeline._session_output  # every byte settled once
+    run(story)
