@@ -109,6 +109,9 @@ class SandboxContexts:
             context.handle = await runner.start(launch, lambda source, data: self._on_output(context, source, data))
         except StartFailedError as exc:
             raise OperationFailedError(f"context process could not start: {exc}") from None
+        if self._closed:  # the runtime ended while the process started: it must not outlive it
+            context.handle.send_signal(signals.SIGKILL)
+            raise UnavailableError("sandbox runtime is not available")
         if request.type != "repl":
             context.ready.set()
         context.watcher = self.host.tasks.spawn(self._watch(context), f"exit watcher of context {context.id}")

@@ -202,6 +202,11 @@ class SandboxRuntime:
     def generation(self) -> int:
         return self.store.sandbox.runtime_generation
 
+    @property
+    def ended(self) -> bool:
+        """``kill`` has run: no process of this runtime may start any more."""
+        return self._killed is not None
+
     def new_attempt_id(self) -> str:
         return attempt_id_from(self.new_uuid_hex())
 

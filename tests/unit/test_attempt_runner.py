@@ -9,6 +9,7 @@ import signal
 from contextlib import asynccontextmanager
 
 from session_supervisor.domain.commits import CommitPipeline
+from session_supervisor.domain.model.errors import UnavailableError
 from session_supervisor.domain.model.session import Session
 from session_supervisor.domain.model.spec import normalize_spec
 from session_supervisor.domain.ports import CommitOutcome, ExitStatus, Launch
@@ -71,6 +72,8 @@ class FakeHost:
     @property
     def generation(self) -> int:
         return 1
+
+    ended = False  # the fake host's runtime is never torn down under a start
 
     def new_attempt_id(self) -> str:
         return next(self._ids)
@@ -247,4 +250,21 @@ def test_an_abandoned_attempt_exits_without_a_recorded_fact_and_its_restart_time
             process.exit(1)
             await settle(host)
             assert host.journal() == before and host.live_session(session.id).restart_timer is None
+    run(story)
+
+
+def test_a_process_whose_start_ends_after_its_runtime_was_killed_is_killed_and_not_recorded():
+    async def story():
+        async with runner() as (host, attempts):
+            session = host.adopt(new_session())
+            started = asyncio.ensure_future(attempts.start_attempt(session, "initial"))
+            host.ended = True  # the runtime's kill runs while the runner starts the process
+            try:
+                await started
+            except UnavailableError:
+                pass
+            else:
+                raise AssertionError("a start under a killed runtime must fail")
+            process, = host.pipe_runner.processes
+            assert signal.SIGKILL in process.signals and "AttemptStarted" not in host.journal()
     run(story)
