@@ -83,11 +83,10 @@ class AttemptRunner:
             return exc
         if host.ended:  # the runtime was killed while this process started: it must not outlive it
             live.abandoned = True
-            handle.send_signal(signals.SIGKILL)
-            handle.send_signal(signals.SIGCONT)
+            handle.discard()
             if owner.attempt is live:
                 owner.attempt = None
-            live.exited.set()  # nothing of the runtime waits for it (its runner reaps it)
+            live.exited.set()  # nothing of the runtime waits for it: its runner reaps it
             raise UnavailableError("sandbox runtime is not available")
         live.handle = handle
         self.record(session, session.record_started, handle.pid, handle.start_time, host.clock.now_ns())

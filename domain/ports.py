@@ -77,6 +77,7 @@ class AttemptHandle(Protocol):
     def send_signal(self, signum: int) -> None: ...      # to the whole process group
     def resize(self, rows: int, cols: int) -> None: ...  # pty only; raises otherwise
     async def wait_exited(self) -> ExitStatus: ...       # resolves after all output was delivered
+    def discard(self) -> None: ...  # not wanted after all: killed, its ends closed, reaped when it goes
 
 
 class ProcessRunner(Protocol):

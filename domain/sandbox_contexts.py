@@ -110,7 +110,7 @@ class SandboxContexts:
         except StartFailedError as exc:
             raise OperationFailedError(f"context process could not start: {exc}") from None
         if self._closed:  # the runtime ended while the process started: it must not outlive it
-            context.handle.send_signal(signals.SIGKILL)
+            context.handle.discard()
             raise UnavailableError("sandbox runtime is not available")
         if request.type != "repl":
             context.ready.set()

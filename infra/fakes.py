@@ -139,6 +139,9 @@ class ScriptedProcess:
     async def close_input(self) -> None:
         self.stdin_closed = True
 
+    def discard(self) -> None:
+        self.send_signal(signals.SIGKILL)
+
     def send_signal(self, signum: int) -> None:
         if not self.alive:
             return
