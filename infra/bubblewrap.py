@@ -44,6 +44,7 @@ from session_supervisor.domain.ports import ExitStatus, Launch, TerminalSize
 
 from .confinement import DEFAULT_PIDS_MAX, SandboxConfinement, limits_for, sandbox_uid
 from .sandbox_tmp import sandbox_tmp_dir
+from .uids import UidTable
 from . import start_check
 from .launch_chain import CHAIN_PATH, Hardening, chain_argv
 from .rootfs import mount_rootfs, unmount_rootfs
@@ -119,12 +120,14 @@ class BubblewrapLauncher:
         self.netns_for: Callable[[str], str | None] | None = None
         # image digest -> its unpacked rootfs (infra.images), set when there is an image store.
         self.image_rootfs: Callable[[str], str] | None = None
+        # The server's table of the uids its sandboxes hold (infra.uids): a free one without a scan.
+        self.uids: UidTable | None = None
 
     def isolate(self, sandbox_id: str, workspace_dir: str, config: dict) -> "BoundLauncher":
         hard = self.hardening
         if hard is None:
             return BoundLauncher(self, None)
-        uid = sandbox_uid(sandbox_id, workspace_dir) if hard.as_root else None
+        uid = sandbox_uid(sandbox_id, workspace_dir, self.uids) if hard.as_root else None
         limits = limits_for(config, hard.pids_max)
         cgroup = hard.cgroups.create(sandbox_id, limits) if hard.cgroups is not None else None
         netns = self.netns_for(sandbox_id) if self.netns_for is not None else None
