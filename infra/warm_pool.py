@@ -84,7 +84,7 @@ class WarmPool:
                     for stock, shape in pending:  # one item of each kind a round: a claim needs all
                         if self._stopping:
                             break
-                        stock.fill_one(shape)
+                        stock.fill_one(shape[0])
                     failures = 0
                 except Exception:
                     delay = BACKOFF_S[min(failures, len(BACKOFF_S) - 1)]

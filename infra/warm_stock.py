@@ -84,14 +84,15 @@ class WarmStock(Generic[T]):
             self._unwanted.extend(items)
 
     # ---- the refill thread's side -----------------------------------------------------------
-    def short(self) -> Hashable | None:
-        """A shape with fewer than ``size`` items ready (the most recently wanted first)."""
+    def short(self) -> tuple[Hashable] | None:
+        """``(shape,)`` of a shape with fewer than ``size`` items ready (the most recently wanted
+        first; a shape may be None), or None when every shape is stocked."""
         with self._lock:
             if self._stopped:
                 return None
             for shape in reversed(self._items):
                 if len(self._items[shape]) < self.size:
-                    return shape
+                    return (shape,)
         return None
 
     def fill_one(self, shape: Hashable) -> None:
