@@ -46,7 +46,7 @@ from .confinement import DEFAULT_PIDS_MAX, SandboxConfinement, limits_for, sandb
 from .sandbox_tmp import sandbox_tmp_dir
 from .uids import UidTable
 from . import start_check
-from .launch_chain import CHAIN_PATH, Hardening, chain_argv
+from .launch_chain import CHAIN_PATH, SHIELDED_SIGNALS, Hardening, chain_argv
 from .rootfs import mount_rootfs, unmount_rootfs
 
 log = logging.getLogger(__name__)
@@ -56,8 +56,9 @@ WORKSPACE = "/workspace"
 _SIGNAL_EXIT_BASE = 128
 _MAX_SIGNAL = 64
 
-# Catchable signals that would otherwise kill the outer bwrap (see above).
-_SHIELDED_SIGNALS = "HUP,INT,QUIT,USR1,USR2,PIPE,ALRM,TERM"
+# Catchable signals that would otherwise kill the outer bwrap (see above); the hardened launch
+# chain ignores them itself before it execs (infra.launch_chain), the others through env.
+_SHIELDED_SIGNALS = ",".join(SHIELDED_SIGNALS)
 
 # System directories the sandbox sees read-only, when the host has them.
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/libx32", "/lib64", "/opt", "/etc")
@@ -180,7 +181,7 @@ class BubblewrapLauncher:
             chdir, command = "/", [*command, *start_check.exec_argv(sandbox_path(cwd), argv)]
         wrapped = [
             *prefix,
-            self._env, f"--ignore-signal={_SHIELDED_SIGNALS}",
+            *([] if prefix else [self._env, f"--ignore-signal={_SHIELDED_SIGNALS}"]),
             self._bwrap,
             *(self._namespace_args(confinement) if hard else []),
             *(self._rootfs_args(hard) if confinement is not None and confinement.rootfs else self._system_args),
