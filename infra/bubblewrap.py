@@ -46,7 +46,7 @@ from .confinement import DEFAULT_PIDS_MAX, SandboxConfinement, limits_for, sandb
 from .sandbox_tmp import sandbox_tmp_dir
 from .uids import UidTable
 from . import start_check
-from .launch_chain import CHAIN_PATH, SHIELDED_SIGNALS, Hardening, chain_argv
+from .launch_chain import CHAIN_PATH, SHIELDED_SIGNALS, Hardening, chain_argv, staged_paths
 from .rootfs import mount_rootfs, unmount_rootfs
 
 log = logging.getLogger(__name__)
@@ -170,8 +170,9 @@ class BubblewrapLauncher:
             chdir, command = sandbox_path(cwd), [*command, *argv]
         else:
             tmp = sandbox_tmp_dir(workspace_dir)  # staged like the workspace: see launch_chain
-            bind = ["--bind", hard.stage_dir, WORKSPACE, "--args", "12",
-                    *(["--bind", hard.stage_tmp_dir, "/tmp"] if tmp else ["--tmpfs", "/tmp"])]
+            staged_workspace, staged_tmp = staged_paths(hard, workspace_dir)
+            bind = ["--bind", staged_workspace, WORKSPACE, "--args", "12",
+                    *(["--bind", staged_tmp, "/tmp"] if tmp else ["--tmpfs", "/tmp"])]
             for name, point, read_only in confinement.mounts:  # volumes (infra.volume_binding), parents first
                 bind += ["--ro-bind" if read_only else "--bind", f"{hard.stage_mounts_dir}/{name}", point]
             env_file = hard.write_env(confinement.sandbox_id, attempt_id, env)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from .cgroups import Cgroups
 from .confinement import DEFAULT_PIDS_MAX, SandboxConfinement
+from .sandbox_disk import MOUNT_NAME
 from .sandbox_tmp import sandbox_tmp_dir
 
 STAGE_DIR = "/run/sessiond/workspace"  # traversable by every uid; a mount point per launch
@@ -83,12 +84,14 @@ class Hardening:
 
 # Runs as the server's child, before anything of the tenant, in a mount namespace of its
 # own (``unshare --mount``): join the sandbox's cgroups (so not even a first fork escapes
-# the limits), make the sandbox the OOM killer's choice, bind the workspace (and /tmp, an image
-# sandbox's overlay root, and the volumes it mounts elsewhere, recursively) onto the staging dirs (bwrap runs as the sandbox uid, which cannot traverse the data dir: 0700
-# parents such as /root), close every inherited descriptor (the runners' spawn closes them
-# already, infra.spawn, but one pointing at the data dir would be a way out: the chain does
-# not rely on whoever started it), open the seccomp program and the session's environment,
-# ignore the shielded signals, then exec the rest: nsenter [--net] (sandbox uid) bwrap.
+# the limits), make the sandbox the OOM killer's choice, bind the workspace and /tmp (together:
+# the root of the sandbox's disk, when they are on one), an image sandbox's overlay root, and the
+# volumes it mounts elsewhere, recursively, onto the staging dirs (bwrap runs as the sandbox uid,
+# which cannot traverse the data dir: 0700 parents such as /root), close every inherited
+# descriptor (the runners' spawn closes them already, infra.spawn, but one pointing at the data
+# dir would be a way out: the chain does not rely on whoever started it), open the seccomp
+# program and the session's environment, ignore the shielded signals, then exec the rest:
+# nsenter [--net] (sandbox uid) bwrap.
 #
 # The session's environment reaches only the command inside the sandbox: bwrap reads it
 # from fd 12 (``--args``, NUL-separated ``--setenv K V``) and everything before runs with a
@@ -103,9 +106,9 @@ class Hardening:
 _CHAIN = r"""
 [ -z "$SESSIOND_START_REPORT_FD" ] || { exec 9>&"$SESSIOND_START_REPORT_FD"; } || exit 125
 n=$1; shift
-while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done
+while [ "$n" -gt 0 ]; do case $1 in */tasks) echo 0 ;; *) echo $$ ;; esac > "$1" || exit 125; shift; n=$((n-1)); done
 echo 500 2>/dev/null > /proc/self/oom_score_adj
-"$1" -n --bind "$3" "$4" || exit 125
+"$1" -n --rbind "$3" "$4" || exit 125
 [ -z "$6" ] || "$1" -n --bind "$6" "$7" || exit 125
 [ -z "$8" ] || "$1" -n --bind "$8" "$9" || exit 125
 [ -z "${10}" ] || "$1" -n --rbind "${10}" "${11}" || exit 125
@@ -118,13 +121,37 @@ exec "$@"
 """.replace("@SHIELDED@", " ".join(SHIELDED_SIGNALS))
 
 
+def staged_together(workspace_dir: str) -> str | None:
+    """The directory holding both the workspace and /tmp when one bind of it can stage both: a
+    sandbox's own disk, whose root every uid may traverse (its processes still see only the two).
+    A sandbox directory on the data dir's filesystem is 0700: there each is bound on its own."""
+    parent = os.path.dirname(workspace_dir.rstrip("/"))
+    if os.path.basename(parent) != MOUNT_NAME or sandbox_tmp_dir(workspace_dir) is None:
+        return None
+    try:
+        return parent if os.stat(parent).st_mode & 0o001 else None
+    except OSError:
+        return None
+
+
+def staged_paths(hard: Hardening, workspace_dir: str) -> tuple[str, str]:
+    """Where bwrap finds the workspace and /tmp inside the chain's mount namespace."""
+    if staged_together(workspace_dir):
+        return f"{hard.stage_dir}/workspace", f"{hard.stage_dir}/tmp"
+    return hard.stage_dir, hard.stage_tmp_dir
+
+
 def chain_argv(hard: Hardening, confinement: SandboxConfinement, workspace_dir: str, attempt_id: str,
                env_file: str) -> list[str]:
     joins = confinement.cgroup.join_files(attempt_id) if confinement.cgroup is not None else []
+    # One recursive bind of the disk's root where it holds both (each mount is a process of its
+    # own, 2-4 ms); recursive, so a volume bound at the workspace comes along.
+    together = staged_together(workspace_dir)
+    tmp = "" if together else sandbox_tmp_dir(workspace_dir) or ""
     chain = [hard.unshare, "--mount", "--propagation", "private", hard.bash, "--norc", "-p", "-c",
              _CHAIN, "sandbox-init", str(len(joins)), *joins,
-             hard.mount, hard.seccomp_program, workspace_dir, hard.stage_dir, env_file,
-             sandbox_tmp_dir(workspace_dir) or "", hard.stage_tmp_dir, confinement.rootfs or "", hard.stage_root_dir,
+             hard.mount, hard.seccomp_program, together or workspace_dir, hard.stage_dir, env_file,
+             tmp, hard.stage_tmp_dir, confinement.rootfs or "", hard.stage_root_dir,
              confinement.mounts_dir if confinement.mounts else "", hard.stage_mounts_dir]
     if hard.nsenter and (confinement.netns_path or confinement.uid is not None):
         chain.append(hard.nsenter)
