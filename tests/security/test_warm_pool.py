@@ -154,6 +154,7 @@ def test_a_kill_9_with_a_full_pool_leaves_nothing_on_the_host_after_the_next_sta
         server.stop()
         assert nothing_left(server.data_dir), leftovers(server.data_dir)
         assert _mounts_under(server.data_dir) == []
+        assert not _is_mount_point(server.data_dir), "the data dir's bind onto itself is undone at stop"
         assert list((server.data_dir / "warm").iterdir()) == []
     finally:
         server.stop()
@@ -174,6 +175,11 @@ def test_a_server_with_a_pool_of_zero_makes_nothing_ahead(tmp_path):
 
 def _netns_names() -> list[str]:
     return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout.split()
+
+
+def _is_mount_point(path: Path) -> bool:
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == str(Path(path).resolve()) for line in f)
 
 
 def _mounts_under(data_dir: Path) -> list[str]:
