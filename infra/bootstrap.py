@@ -38,7 +38,6 @@ from .file_calls import FileCalls
 from .file_watch import WatchHub
 from .disk_reserve import CLAIM_ROOM, DiskReserve
 from .memory import MemoryTrimmer
-from .mount_scope import release_data_dir, scope_data_dir
 from .bubblewrap import LauncherUnavailableError, detect_launcher, sandbox_tmp_dir
 from .confined_fs import ConfinedFS
 from .sandbox_dirs import SandboxDirectories
@@ -122,8 +121,6 @@ class Container:
             self.launcher.hardening is not None and self.launcher.hardening.as_root))
         if warning:
             log.warning("%s", warning)
-        if self.launcher.hardening is not None:  # before anything of ours is mounted in the data dir
-            self.launcher.hardening.detach = await asyncio.to_thread(scope_data_dir, self.settings.data_dir)
         self.pool = await asyncio.to_thread(open_pool, self.settings, self.disk) if self.disks_enabled else None
         dirs = self.dirs = SandboxDirectories(self.settings.data_dir, self.disk, self.disks_enabled, self.disk_note,
                                               self.pool)
@@ -306,7 +303,9 @@ class Container:
         cgroups = getattr(self.launcher.hardening, "cgroups", None)
         if cgroups is not None:
             await asyncio.to_thread(cgroups.remove_group)
-        await asyncio.to_thread(release_data_dir, self.settings.data_dir)
+        stages = getattr(self.launcher.hardening, "stages", None)
+        if stages is not None:  # every runtime released its own by now
+            await asyncio.to_thread(stages.close)
         if self.writer is not None:
             await asyncio.to_thread(self.writer.close)
         if self.keys is not None:

@@ -40,13 +40,14 @@ import tempfile
 import time
 from typing import Callable
 
-from session_supervisor.domain.ports import ExitStatus, Launch, TerminalSize
+from session_supervisor.domain.ports import ExitStatus, Launch, StartFailedError, TerminalSize
 
 from .confinement import DEFAULT_PIDS_MAX, SandboxConfinement, limits_for, sandbox_uid
 from .sandbox_tmp import sandbox_tmp_dir
 from .uids import UidTable
 from . import start_check
-from .launch_chain import CHAIN_PATH, SHIELDED_SIGNALS, Hardening, chain_argv, staged_paths
+from .launch_chain import CHAIN_PATH, SHIELDED_SIGNALS, Hardening, chain_argv, staged_chain_argv, staged_paths
+from .launch_stage import Stage
 from .rootfs import mount_rootfs, unmount_rootfs
 
 log = logging.getLogger(__name__)
@@ -170,13 +171,22 @@ class BubblewrapLauncher:
             chdir, command = sandbox_path(cwd), [*command, *argv]
         else:
             tmp = sandbox_tmp_dir(workspace_dir)  # staged like the workspace: see launch_chain
-            staged_workspace, staged_tmp = staged_paths(hard, workspace_dir)
-            bind = ["--bind", staged_workspace, WORKSPACE, "--args", "12",
-                    *(["--bind", staged_tmp, "/tmp"] if tmp else ["--tmpfs", "/tmp"])]
+            stage = self._stage(confinement, workspace_dir, tmp)
+            if stage is not None:
+                sources = (stage.workspace, stage.tmp, stage.mounts, stage.rootfs)
+            else:
+                staged_workspace, staged_tmp = staged_paths(hard, workspace_dir)
+                sources = (staged_workspace, staged_tmp, hard.stage_mounts_dir, hard.stage_root_dir)
+            root_source = sources[3]
+            bind = ["--bind", sources[0], WORKSPACE, "--args", "12",
+                    *(["--bind", sources[1], "/tmp"] if tmp else ["--tmpfs", "/tmp"])]
             for name, point, read_only in confinement.mounts:  # volumes (infra.volume_binding), parents first
-                bind += ["--ro-bind" if read_only else "--bind", f"{hard.stage_mounts_dir}/{name}", point]
+                bind += ["--ro-bind" if read_only else "--bind", f"{sources[2]}/{name}", point]
             env_file = hard.write_env(confinement.sandbox_id, attempt_id, env)
-            prefix = chain_argv(hard, confinement, workspace_dir, attempt_id, env_file)
+            if stage is not None:
+                prefix = staged_chain_argv(hard, confinement, attempt_id, env_file)
+            else:
+                prefix = chain_argv(hard, confinement, workspace_dir, attempt_id, env_file)
             outer_env = {"PATH": CHAIN_PATH}
             # The cwd and argv[0] are checked inside, where they have to exist: start_check.
             chdir, command = "/", [*command, *start_check.exec_argv(sandbox_path(cwd), argv)]
@@ -185,7 +195,7 @@ class BubblewrapLauncher:
             *([] if prefix else [self._env, f"--ignore-signal={_SHIELDED_SIGNALS}"]),
             self._bwrap,
             *(self._namespace_args(confinement) if hard else []),
-            *(self._rootfs_args(hard) if confinement is not None and confinement.rootfs else self._system_args),
+            *(self._rootfs_args(root_source) if confinement is not None and confinement.rootfs else self._system_args),
             "--dir", WORKSPACE,
             *bind,
             "--dev", "/dev",
@@ -203,10 +213,23 @@ class BubblewrapLauncher:
                       on_start_failed=lambda: self._forget_attempt(confinement, attempt_id))
 
     @staticmethod
-    def _rootfs_args(hard: Hardening) -> list[str]:
+    def _rootfs_args(source: str) -> list[str]:
         # The image's own system, writable through its overlay; DNS as on the host (the image's
         # resolv.conf names nothing this host can reach).
-        return ["--bind", hard.stage_root_dir, "/", "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
+        return ["--bind", source, "/", "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
+
+    def _stage(self, confinement: SandboxConfinement, workspace_dir: str, tmp: str | None) -> Stage | None:
+        """The sandbox's stage (infra.launch_stage), made at its runtime's first launch, when its
+        disk, its image's overlay and its volumes are all in place; None without one (a server
+        that is not root stages in each launch's chain instead)."""
+        hard = self.hardening
+        if hard.stages is None or confinement.uid is None or not hard.nsenter:
+            return None
+        try:
+            return hard.stages.stage(confinement.sandbox_id, confinement.uid, workspace_dir, tmp, confinement.rootfs,
+                                     confinement.mounts_dir if confinement.mounts else None)
+        except OSError as exc:
+            raise StartFailedError(f"the sandbox's directories could not be staged: {exc}") from exc
 
     @staticmethod
     def _namespace_args(confinement: SandboxConfinement | None) -> list[str]:
@@ -298,6 +321,8 @@ class BoundLauncher:
                 time.sleep(0.02)  # killed tasks leave their cgroup a moment after the signal
             log.warning("sandbox %s: cgroups still busy after the release", self.confinement.sandbox_id)
         finally:
+            if hard is not None and hard.stages is not None and self.confinement is not None:
+                hard.stages.release(self.confinement.sandbox_id)  # its binds of the overlay and volumes first
             if self.confinement is not None and self.confinement.rootfs:  # after its processes are gone
                 unmount_rootfs(self.confinement.workspace_dir)
                 self.confinement.rootfs = None

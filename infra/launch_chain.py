@@ -1,17 +1,18 @@
 """The launch chain: what runs, as root, between the server's fork and bubblewrap.
 
-``chain_argv`` prefixes every hardened launch (``infra.bubblewrap.BubblewrapLauncher``):
-unshare --mount, then the ``_CHAIN`` shell, then nsenter (the sandbox's network namespace, its
-uid and gid, no supplementary groups), then bwrap.
+``staged_chain_argv`` prefixes every hardened launch of a sandbox with a uid of its own (the
+server runs as root): the ``_STAGED_CHAIN`` shell, then nsenter (the sandbox's network
+namespace, its uid and gid, no supplementary groups), then bwrap, which binds the sandbox's
+directories from its stage (``infra.launch_stage``). ``chain_argv`` is the chain of a server that
+is not root: unshare --mount, the ``_CHAIN`` shell, which stages them itself, then setpriv.
 
 Every step is a process started before the tenant's command, so each one is on the path of a
 session's first byte: on the 2-vCPU VM an exec of a small tool costs 1-3 ms. So the chain has
-as few as it can: nsenter both joins the namespace and drops to the sandbox's uid (setpriv was a
-step of its own); the shell ignores the shielded signals itself before it execs (``env
---ignore-signal`` was another); mounts are made with ``-n`` (nothing to record in utab for a
-private namespace: that write and its lock were half of each ``mount``). ``no_new_privs`` is set
-by bubblewrap before anything of the tenant runs (it needs it for the seccomp filter), and
-``setpriv`` is used only where nsenter is missing.
+as few as it can: no mount namespace and no ``mount`` of its own (the stage is made once per
+runtime, in the server); nsenter both joins the namespace and drops to the sandbox's uid
+(setpriv was a step of its own); the shell ignores the shielded signals itself before it execs
+(``env --ignore-signal`` was another). ``no_new_privs`` is set by bubblewrap before anything of
+the tenant runs (it needs it for the seccomp filter).
 """
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from dataclasses import dataclass, field
 
 from .cgroups import Cgroups
 from .confinement import DEFAULT_PIDS_MAX, SandboxConfinement
+from .launch_stage import LaunchStages
 from .sandbox_disk import MOUNT_NAME
 from .sandbox_tmp import sandbox_tmp_dir
-from .start_check import NETNS_FD
 
 STAGE_DIR = "/run/sessiond/workspace"  # traversable by every uid; a mount point per launch
 STAGE_TMP_DIR = "/run/sessiond/tmp"     # the same for the sandbox's on-disk /tmp
@@ -52,9 +53,7 @@ class Hardening:
     stage_root_dir: str = STAGE_ROOT_DIR
     stage_mounts_dir: str = STAGE_MOUNTS_DIR
     launch_dir: str = ""               # root-only: each attempt's environment for bwrap --args
-    umount: str | None = None
-    # Mount points each launch detaches once staged: the data dir and /run/netns (infra.mount_scope).
-    detach: list[str] = field(default_factory=list)
+    stages: LaunchStages | None = None  # each running sandbox's directories for bwrap (as root)
 
     def env_file(self, sandbox_id: str, attempt_id: str) -> str:
         return os.path.join(self.launch_dir, f"{sandbox_id}.{attempt_id or 'launch'}.env")
@@ -107,11 +106,20 @@ class Hardening:
 # The start report (infra.start_check): the runner's pipe, named by SESSIOND_START_REPORT_FD,
 # is moved to fd 9 first (before any fd is opened or closed here) and kept open for the
 # sandbox's last step, which closes it before it execs the tenant's command.
-#
-# Last, with everything staged and open, the chain detaches the data dir and /run/netns from its
-# namespace (infra.mount_scope): the outer bwrap lives in it as long as the attempt, and would
-# otherwise hold a copy of every other sandbox's disk and namespace handle. The sandbox's own
-# namespace is opened first, as fd 8, which nsenter joins and the sandbox's last step closes.
+_STAGED_CHAIN = r"""
+[ -z "$SESSIOND_START_REPORT_FD" ] || { exec 9>&"$SESSIOND_START_REPORT_FD"; } || exit 125
+n=$1; shift
+while [ "$n" -gt 0 ]; do case $1 in */tasks) echo 0 ;; *) echo $$ ;; esac > "$1" || exit 125; shift; n=$((n-1)); done
+echo 500 2>/dev/null > /proc/self/oom_score_adj
+for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && { [ "$n" != 9 ] || [ -z "$SESSIOND_START_REPORT_FD" ]; } && eval "exec $n>&-"; done
+exec 10<"$1" 12<"$2" || exit 125
+shift 2
+cd / || exit 125
+unset SESSIOND_START_REPORT_FD
+trap '' @SHIELDED@
+exec "$@"
+""".replace("@SHIELDED@", " ".join(SHIELDED_SIGNALS))
+
 _CHAIN = r"""
 [ -z "$SESSIOND_START_REPORT_FD" ] || { exec 9>&"$SESSIOND_START_REPORT_FD"; } || exit 125
 n=$1; shift
@@ -123,17 +131,21 @@ echo 500 2>/dev/null > /proc/self/oom_score_adj
 [ -z "${10}" ] || "$1" -n --rbind "${10}" "${11}" || exit 125
 for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && { [ "$n" != 9 ] || [ -z "$SESSIOND_START_REPORT_FD" ]; } && eval "exec $n>&-"; done
 exec 10<"$2" 12<"$5" || exit 125
-[ -z "${12}" ] || exec @NETNS_FD@<"${12}" || exit 125
-u=${13}
-shift 13
-m=$1; shift
-d=("${@:1:$m}"); shift "$m"
-cd / || exit 125
-[ "$m" -eq 0 ] || "$u" -n -l "${d[@]}" 2>/dev/null
+shift 11
 unset SESSIOND_START_REPORT_FD
 trap '' @SHIELDED@
 exec "$@"
-""".replace("@SHIELDED@", " ".join(SHIELDED_SIGNALS)).replace("@NETNS_FD@", str(NETNS_FD))
+""".replace("@SHIELDED@", " ".join(SHIELDED_SIGNALS))
+
+
+def staged_chain_argv(hard: Hardening, confinement: SandboxConfinement, attempt_id: str, env_file: str) -> list[str]:
+    """The chain of a sandbox with a uid of its own, whose directories bwrap binds from its stage."""
+    joins = confinement.cgroup.join_files(attempt_id) if confinement.cgroup is not None else []
+    chain = [hard.bash, "--norc", "-p", "-c", _STAGED_CHAIN, "sandbox-init", str(len(joins)), *joins,
+             hard.seccomp_program, env_file, hard.nsenter]
+    if confinement.netns_path:
+        chain.append(f"--net={confinement.netns_path}")
+    return chain + ["-S", str(confinement.uid), "-G", str(confinement.uid)]  # -G drops supplementary groups
 
 
 def staged_together(workspace_dir: str) -> str | None:
@@ -163,18 +175,15 @@ def chain_argv(hard: Hardening, confinement: SandboxConfinement, workspace_dir: 
     # own, 2-4 ms); recursive, so a volume bound at the workspace comes along.
     together = staged_together(workspace_dir)
     tmp = "" if together else sandbox_tmp_dir(workspace_dir) or ""
-    netns = confinement.netns_path if hard.nsenter else None
-    detach = hard.detach if hard.umount else []
     chain = [hard.unshare, "--mount", "--propagation", "private", hard.bash, "--norc", "-p", "-c",
              _CHAIN, "sandbox-init", str(len(joins)), *joins,
              hard.mount, hard.seccomp_program, together or workspace_dir, hard.stage_dir, env_file,
              tmp, hard.stage_tmp_dir, confinement.rootfs or "", hard.stage_root_dir,
-             confinement.mounts_dir if confinement.mounts else "", hard.stage_mounts_dir,
-             netns or "", hard.umount or "", str(len(detach)), *detach]
-    if hard.nsenter and (netns or confinement.uid is not None):
+             confinement.mounts_dir if confinement.mounts else "", hard.stage_mounts_dir]
+    if hard.nsenter and (confinement.netns_path or confinement.uid is not None):
         chain.append(hard.nsenter)
-        if netns:
-            chain.append(f"--net=/proc/self/fd/{NETNS_FD}")
+        if confinement.netns_path:
+            chain.append(f"--net={confinement.netns_path}")
         if confinement.uid is not None:  # -G also drops every supplementary group
             chain += ["-S", str(confinement.uid), "-G", str(confinement.uid)]
         return chain

@@ -35,9 +35,6 @@ import signal
 from session_supervisor.domain.ports import OutputCallback, StartFailedError
 
 REPORT_FD = 9  # dash takes single-digit descriptors only
-# The launch chain's handle on the sandbox's network namespace (infra.launch_chain), closed here
-# with the report's, so the tenant's command never holds it.
-NETNS_FD = 8
 REPORT_FD_VAR = "SESSIOND_START_REPORT_FD"
 SHELL = "/bin/sh"
 REPORT_TIMEOUT_S = 30.0  # a frozen or starved sandbox; then the process counts as started
@@ -77,7 +74,7 @@ case $? in
   *) fail "exec: \"$1\": executable file not found in \$PATH" ;;
 esac
 printf 'ok\000' 2>/dev/null >&9
-exec 9>&- 8<&-
+exec 9>&-
 exec "$@"
 """
 
