@@ -26,6 +26,7 @@ from .warm_stock import StockCounts, WarmStock
 log = logging.getLogger(__name__)
 
 REFILL_NICE = 10
+REFILL_DELAY_S = 0.2
 BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
 
@@ -72,6 +73,11 @@ class WarmPool:
         failures = 0
         while not self._stopping:
             self._wake.wait()
+            # A claim is followed at once by its first launch, which the refill's mkfs, mount, ip
+            # and nft would slow down (CPU and the kernel's namespace and mount locks): start a
+            # moment later. Not pushed back by the takes meanwhile, so a stream of claims still
+            # gets refills.
+            self._stopped.wait(REFILL_DELAY_S)
             self._wake.clear()
             while not self._stopping:
                 for stock in self.stocks:
