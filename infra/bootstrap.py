@@ -37,7 +37,9 @@ from .isolation_check import protect_from_oom
 from .file_calls import FileCalls
 from .file_watch import WatchHub
 from .disk_reserve import CLAIM_ROOM, DiskReserve
+from .launch_namespace import make_launch_namespace
 from .memory import MemoryTrimmer
+from .mount_scope import release_data_dir, scope_data_dir
 from .bubblewrap import LauncherUnavailableError, detect_launcher, sandbox_tmp_dir
 from .confined_fs import ConfinedFS
 from .sandbox_dirs import SandboxDirectories
@@ -124,7 +126,10 @@ class Container:
         self.pool = await asyncio.to_thread(open_pool, self.settings, self.disk) if self.disks_enabled else None
         dirs = self.dirs = SandboxDirectories(self.settings.data_dir, self.disk, self.disks_enabled, self.disk_note,
                                               self.pool)
-        if self.launcher.hardening is not None and self.launcher.hardening.as_root:
+        hardening = self.launcher.hardening
+        if hardening is not None:  # before anything of ours is mounted in the data dir
+            hardening.detach = await asyncio.to_thread(scope_data_dir, self.settings.data_dir)
+        if hardening is not None and hardening.as_root:
             self.uids = UidTable()  # which uids this server's sandboxes hold: a new one without a scan
             self.uids.seed(await asyncio.to_thread(workspace_owners, dirs.root))
             self.launcher.uids = dirs.uids = self.uids
@@ -168,6 +173,10 @@ class Container:
         dirs = self.dirs
         if not self.settings.clustered:  # a database keeps the journals elsewhere
             dirs.prefill_state = make_empty_journal
+        hardening = self.launcher.hardening
+        if hardening is not None and hardening.as_root and hardening.nsenter:  # its launches' namespace too
+            dirs.make_launch_ns = lambda workspace: make_launch_namespace(hardening, workspace)
+            self.launcher.launch_ns_for = dirs.take_launch_ns
         dirs.warm = WarmStock("directory", size, dirs.make_warm, dirs.destroy_warm, (dirs.warm_shape(plan.rootfs),))
         stocks = [dirs.warm]
         cgroups = getattr(self.launcher.hardening, "cgroups", None)
@@ -303,9 +312,7 @@ class Container:
         cgroups = getattr(self.launcher.hardening, "cgroups", None)
         if cgroups is not None:
             await asyncio.to_thread(cgroups.remove_group)
-        stages = getattr(self.launcher.hardening, "stages", None)
-        if stages is not None:  # every runtime released its own by now
-            await asyncio.to_thread(stages.close)
+        await asyncio.to_thread(release_data_dir, self.settings.data_dir)
         if self.writer is not None:
             await asyncio.to_thread(self.writer.close)
         if self.keys is not None:

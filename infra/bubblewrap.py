@@ -47,7 +47,7 @@ from .sandbox_tmp import sandbox_tmp_dir
 from .uids import UidTable
 from . import start_check
 from .launch_chain import CHAIN_PATH, SHIELDED_SIGNALS, Hardening, chain_argv, staged_chain_argv, staged_paths
-from .launch_stage import Stage
+from .launch_namespace import make_launch_namespace, namespace_path
 from .rootfs import mount_rootfs, unmount_rootfs
 
 log = logging.getLogger(__name__)
@@ -124,6 +124,8 @@ class BubblewrapLauncher:
         self.image_rootfs: Callable[[str], str] | None = None
         # The server's table of the uids its sandboxes hold (infra.uids): a free one without a scan.
         self.uids: UidTable | None = None
+        # sandbox id -> the launch namespace made with its warm directory (infra.warm_pool), once.
+        self.launch_ns_for: Callable[[str], int | None] | None = None
 
     def isolate(self, sandbox_id: str, workspace_dir: str, config: dict) -> "BoundLauncher":
         hard = self.hardening
@@ -171,20 +173,15 @@ class BubblewrapLauncher:
             chdir, command = sandbox_path(cwd), [*command, *argv]
         else:
             tmp = sandbox_tmp_dir(workspace_dir)  # staged like the workspace: see launch_chain
-            stage = self._stage(confinement, workspace_dir, tmp)
-            if stage is not None:
-                sources = (stage.workspace, stage.tmp, stage.mounts, stage.rootfs)
-            else:
-                staged_workspace, staged_tmp = staged_paths(hard, workspace_dir)
-                sources = (staged_workspace, staged_tmp, hard.stage_mounts_dir, hard.stage_root_dir)
-            root_source = sources[3]
-            bind = ["--bind", sources[0], WORKSPACE, "--args", "12",
-                    *(["--bind", sources[1], "/tmp"] if tmp else ["--tmpfs", "/tmp"])]
+            namespace = self._launch_namespace(confinement, workspace_dir)
+            staged_workspace, staged_tmp = staged_paths(hard, workspace_dir)
+            bind = ["--bind", staged_workspace, WORKSPACE, "--args", "12",
+                    *(["--bind", staged_tmp, "/tmp"] if tmp else ["--tmpfs", "/tmp"])]
             for name, point, read_only in confinement.mounts:  # volumes (infra.volume_binding), parents first
-                bind += ["--ro-bind" if read_only else "--bind", f"{sources[2]}/{name}", point]
+                bind += ["--ro-bind" if read_only else "--bind", f"{hard.stage_mounts_dir}/{name}", point]
             env_file = hard.write_env(confinement.sandbox_id, attempt_id, env)
-            if stage is not None:
-                prefix = staged_chain_argv(hard, confinement, attempt_id, env_file)
+            if namespace is not None:
+                prefix = staged_chain_argv(hard, confinement, attempt_id, env_file, namespace_path(namespace))
             else:
                 prefix = chain_argv(hard, confinement, workspace_dir, attempt_id, env_file)
             outer_env = {"PATH": CHAIN_PATH}
@@ -195,7 +192,8 @@ class BubblewrapLauncher:
             *([] if prefix else [self._env, f"--ignore-signal={_SHIELDED_SIGNALS}"]),
             self._bwrap,
             *(self._namespace_args(confinement) if hard else []),
-            *(self._rootfs_args(root_source) if confinement is not None and confinement.rootfs else self._system_args),
+            *(self._rootfs_args(hard.stage_root_dir) if confinement is not None and confinement.rootfs
+              else self._system_args),
             "--dir", WORKSPACE,
             *bind,
             "--dev", "/dev",
@@ -218,18 +216,30 @@ class BubblewrapLauncher:
         # resolv.conf names nothing this host can reach).
         return ["--bind", source, "/", "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
 
-    def _stage(self, confinement: SandboxConfinement, workspace_dir: str, tmp: str | None) -> Stage | None:
-        """The sandbox's stage (infra.launch_stage), made at its runtime's first launch, when its
-        disk, its image's overlay and its volumes are all in place; None without one (a server
-        that is not root stages in each launch's chain instead)."""
+    def _launch_namespace(self, confinement: SandboxConfinement, workspace_dir: str) -> int | None:
+        """The sandbox's launch namespace (infra.launch_namespace): a warm directory's, made before
+        its claim, or one made now at its runtime's first launch (an image's overlay and volumes
+        are in place by then, and a warm one has neither). None for a server that is not root,
+        whose chain stages each launch itself."""
         hard = self.hardening
-        if hard.stages is None or confinement.uid is None or not hard.nsenter:
+        if confinement.uid is None or not hard.nsenter or not hard.as_root:
             return None
-        try:
-            return hard.stages.stage(confinement.sandbox_id, confinement.uid, workspace_dir, tmp, confinement.rootfs,
-                                     confinement.mounts_dir if confinement.mounts else None)
-        except OSError as exc:
-            raise StartFailedError(f"the sandbox's directories could not be staged: {exc}") from exc
+        if confinement.launch_ns is None:
+            made = None
+            # A warm one holds the disk as it was made: no overlay, no volume bound since.
+            warm = self.launch_ns_for(confinement.sandbox_id) if self.launch_ns_for is not None else None
+            if warm is not None and (confinement.rootfs or confinement.mounts or confinement.volume_at_workspace):
+                os.close(warm)
+            else:
+                made = warm
+            if made is None:
+                try:
+                    made = make_launch_namespace(hard, workspace_dir, confinement.rootfs,
+                                                 confinement.mounts_dir if confinement.mounts else None)
+                except OSError as exc:
+                    raise StartFailedError(str(exc)) from exc
+            confinement.launch_ns = made
+        return confinement.launch_ns
 
     @staticmethod
     def _namespace_args(confinement: SandboxConfinement | None) -> list[str]:
@@ -321,8 +331,9 @@ class BoundLauncher:
                 time.sleep(0.02)  # killed tasks leave their cgroup a moment after the signal
             log.warning("sandbox %s: cgroups still busy after the release", self.confinement.sandbox_id)
         finally:
-            if hard is not None and hard.stages is not None and self.confinement is not None:
-                hard.stages.release(self.confinement.sandbox_id)  # its binds of the overlay and volumes first
+            if self.confinement is not None and self.confinement.launch_ns is not None:
+                os.close(self.confinement.launch_ns)  # its copies of the overlay and volumes go with it
+                self.confinement.launch_ns = None
             if self.confinement is not None and self.confinement.rootfs:  # after its processes are gone
                 unmount_rootfs(self.confinement.workspace_dir)
                 self.confinement.rootfs = None

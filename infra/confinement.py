@@ -40,6 +40,8 @@ class SandboxConfinement:
     # sandbox's mounts/ dir, mount point, read-only), bound by each launch.
     mounts: list[tuple[str, str, bool]] = field(default_factory=list)
     mounts_dir: str = ""  # the host directory holding those binds, staged by each launch
+    launch_ns: int | None = None  # its launch namespace, open (infra.launch_namespace); closed at release
+    volume_at_workspace: bool = False  # a volume is bound on its workspace (infra.volume_binding)
 
 
 def memory_bytes(quantity: str | None) -> int:

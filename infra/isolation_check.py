@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path
 
 from .cgroups import Cgroups, group_name
-from .launch_stage import LaunchStages
 from .launch_chain import STAGE_DIR, STAGE_MOUNTS_DIR, STAGE_ROOT_DIR, STAGE_TMP_DIR, Hardening
 from .bubblewrap import BubblewrapLauncher, LauncherUnavailableError
 
@@ -82,17 +81,9 @@ def prepare_hardening(work_dir: str, data_dir: str | None = None) -> Hardening:
     launch_dir = os.path.join(work_dir, "launch")
     os.makedirs(launch_dir, mode=0o700, exist_ok=True)
     hardening = Hardening(bash=tools["bash"], setpriv=tools["setpriv"], unshare=tools["unshare"],
-                          mount=tools["mount"], nsenter=tools["nsenter"],
+                          mount=tools["mount"], nsenter=tools["nsenter"], umount=shutil.which("umount"),
                           seccomp_program=program, cgroups=cgroups, launch_dir=launch_dir)
     hardening.forget_all_env()  # a crashed server's: its processes read them long ago
-    if os.geteuid() == 0 and tools["nsenter"]:
-        from .instance import instance_tag
-        hardening.stages = LaunchStages(instance_tag(data_dir or work_dir))
-        try:
-            hardening.stages.start()  # a killed server's stages go before anything of ours runs
-        except OSError as exc:
-            raise LauncherUnavailableError(f"hardened bwrap runtime unavailable: cannot make the sandboxes' "
-                                           f"stages under {hardening.stages.root}: {exc}") from exc
     return hardening
 
 

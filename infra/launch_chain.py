@@ -1,18 +1,18 @@
 """The launch chain: what runs, as root, between the server's fork and bubblewrap.
 
 ``staged_chain_argv`` prefixes every hardened launch of a sandbox with a uid of its own (the
-server runs as root): the ``_STAGED_CHAIN`` shell, then nsenter (the sandbox's network
-namespace, its uid and gid, no supplementary groups), then bwrap, which binds the sandbox's
-directories from its stage (``infra.launch_stage``). ``chain_argv`` is the chain of a server that
-is not root: unshare --mount, the ``_CHAIN`` shell, which stages them itself, then setpriv.
+server runs as root): the ``_STAGED_CHAIN`` shell, then nsenter (the sandbox's mount namespace,
+where its directories are staged already, infra.launch_namespace; its network namespace; its uid
+and gid, no supplementary groups), then bwrap. ``chain_argv`` is the chain of a server that is
+not root: unshare --mount, the ``_CHAIN`` shell, which stages them itself, then setpriv.
 
 Every step is a process started before the tenant's command, so each one is on the path of a
 session's first byte: on the 2-vCPU VM an exec of a small tool costs 1-3 ms. So the chain has
-as few as it can: no mount namespace and no ``mount`` of its own (the stage is made once per
-runtime, in the server); nsenter both joins the namespace and drops to the sandbox's uid
-(setpriv was a step of its own); the shell ignores the shielded signals itself before it execs
-(``env --ignore-signal`` was another). ``no_new_privs`` is set by bubblewrap before anything of
-the tenant runs (it needs it for the seccomp filter).
+as few as it can: no mount namespace and no ``mount`` of its own (the sandbox's namespace is made
+once, before its claim when the warm pool has one); nsenter joins both namespaces and drops to
+the sandbox's uid (setpriv was a step of its own); the shell ignores the shielded signals itself
+before it execs (``env --ignore-signal`` was another). ``no_new_privs`` is set by bubblewrap
+before anything of the tenant runs (it needs it for the seccomp filter).
 """
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 from .cgroups import Cgroups
 from .confinement import DEFAULT_PIDS_MAX, SandboxConfinement
-from .launch_stage import LaunchStages
 from .sandbox_disk import MOUNT_NAME
 from .sandbox_tmp import sandbox_tmp_dir
 
@@ -53,7 +52,10 @@ class Hardening:
     stage_root_dir: str = STAGE_ROOT_DIR
     stage_mounts_dir: str = STAGE_MOUNTS_DIR
     launch_dir: str = ""               # root-only: each attempt's environment for bwrap --args
-    stages: LaunchStages | None = None  # each running sandbox's directories for bwrap (as root)
+    umount: str | None = None
+    # Mount points a sandbox's launch namespace detaches once staged: the data dir and /run/netns
+    # (infra.mount_scope, infra.launch_namespace).
+    detach: list[str] = field(default_factory=list)
 
     def env_file(self, sandbox_id: str, attempt_id: str) -> str:
         return os.path.join(self.launch_dir, f"{sandbox_id}.{attempt_id or 'launch'}.env")
@@ -138,11 +140,13 @@ exec "$@"
 """.replace("@SHIELDED@", " ".join(SHIELDED_SIGNALS))
 
 
-def staged_chain_argv(hard: Hardening, confinement: SandboxConfinement, attempt_id: str, env_file: str) -> list[str]:
-    """The chain of a sandbox with a uid of its own, whose directories bwrap binds from its stage."""
+def staged_chain_argv(hard: Hardening, confinement: SandboxConfinement, attempt_id: str, env_file: str,
+                      namespace: str) -> list[str]:
+    """The chain of a sandbox with a uid of its own: bwrap starts in the sandbox's launch namespace
+    (``namespace``, infra.launch_namespace), where its directories are staged already."""
     joins = confinement.cgroup.join_files(attempt_id) if confinement.cgroup is not None else []
     chain = [hard.bash, "--norc", "-p", "-c", _STAGED_CHAIN, "sandbox-init", str(len(joins)), *joins,
-             hard.seccomp_program, env_file, hard.nsenter]
+             hard.seccomp_program, env_file, hard.nsenter, f"--mount={namespace}"]
     if confinement.netns_path:
         chain.append(f"--net={confinement.netns_path}")
     return chain + ["-S", str(confinement.uid), "-G", str(confinement.uid)]  # -G drops supplementary groups

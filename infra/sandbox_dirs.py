@@ -54,6 +54,7 @@ class WarmDirectory:
 
     path: Path
     uid: int | None
+    launch_ns: int | None = None  # its launch namespace, open (infra.launch_namespace)
 
 
 class SandboxDirectories:
@@ -78,6 +79,10 @@ class SandboxDirectories:
         self.uids: UidTable | None = None  # set when sandboxes get uids of their own (as root)
         # The journal's empty file, made ahead in a warm directory's state/ (SQLite stores only).
         self.prefill_state: Callable[[Path], None] | None = None
+        # A warm directory's launch namespace (infra.launch_namespace), made from its workspace path;
+        # a claimed one waits here until its runtime's first launch takes it.
+        self.make_launch_ns: Callable[[str], int] | None = None
+        self._launch_ns: dict[str, int] = {}
         swept = self.images.sweep()
         if swept:
             log.info("removed %d disk image(s) a killed server left half-made", swept)
@@ -139,7 +144,7 @@ class SandboxDirectories:
     def make_warm(self, disk_bytes: int) -> WarmDirectory:
         unit = self.warm_root / secrets.token_hex(8)
         unit.mkdir(mode=PRIVATE)
-        uid = None
+        uid = namespace = None
         try:
             (unit / "state").mkdir(mode=PRIVATE)
             base = self.images.create_warm(unit, disk_bytes) if disk_bytes else unit
@@ -150,12 +155,16 @@ class SandboxDirectories:
                 own_tmp(base / "workspace", uid)
             if self.prefill_state is not None:
                 self.prefill_state(unit / "state")
+            if self.make_launch_ns is not None:
+                namespace = self.make_launch_ns(str(base / "workspace"))
         except BaseException:
-            self.destroy_warm(WarmDirectory(unit, uid))
+            self.destroy_warm(WarmDirectory(unit, uid, namespace))
             raise
-        return WarmDirectory(unit, uid)
+        return WarmDirectory(unit, uid, namespace)
 
     def destroy_warm(self, unit: WarmDirectory) -> None:
+        if unit.launch_ns is not None:
+            os.close(unit.launch_ns)
         self.images.destroy_warm(unit.path)
         remove_path(str(unit.path))
         if self.uids is not None:
@@ -174,7 +183,14 @@ class SandboxDirectories:
             return False
         if self.uids is not None and unit.uid is not None:
             self.uids.hand_over(unit.uid, unit.path.name, sandbox_id)
+        if unit.launch_ns is not None:
+            self._launch_ns[sandbox_id] = unit.launch_ns
         return True
+
+    def take_launch_ns(self, sandbox_id: str) -> int | None:
+        """The launch namespace made with the sandbox's warm directory, once (then it is the
+        runtime's, which closes it)."""
+        return self._launch_ns.pop(sandbox_id, None)
 
     def prepare(self, sandbox_id: str, rootfs: dict | None) -> None:
         """Its disk mounted (a paused sandbox's after a server restart, or a resumed one's)."""
@@ -249,6 +265,9 @@ class SandboxDirectories:
     def remove(self, sandbox_id: str) -> None:
         with self._lock:
             self._walks.pop(sandbox_id, None)
+        untaken = self._launch_ns.pop(sandbox_id, None)
+        if untaken is not None:  # its runtime never launched anything
+            os.close(untaken)
         path = self.path(sandbox_id)
         if self.uids is not None:
             try:

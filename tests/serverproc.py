@@ -150,7 +150,6 @@ class ServerProcess:
         if self.runtime != "host":
             forget_host_network(self.data_dir)
             forget_sandbox_cgroups(self.data_dir)
-            forget_sandbox_stages(self.data_dir)
         return self.proc.returncode
 
     def restart(self) -> "ServerProcess":
@@ -206,21 +205,6 @@ def forget_sandbox_cgroups(data_dir) -> None:
             os.rmdir(base)
         except OSError:
             pass
-
-
-def forget_sandbox_stages(data_dir) -> None:
-    """Detach the sandboxes' stages (their binds of each sandbox's directories under /run/sessiond)
-    a killed server left: a later server over the same data dir would, a test's has none."""
-    if os.geteuid() != 0:
-        return
-    from session_supervisor.infra.instance import instance_tag
-    from session_supervisor.infra.launch_stage import LaunchStages
-    stages = LaunchStages(instance_tag(str(Path(data_dir).resolve())))
-    try:
-        stages.start()
-        stages.close()
-    except OSError:
-        pass
 
 
 def kill_servers_over(data_dir) -> None:

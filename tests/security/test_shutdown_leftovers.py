@@ -13,7 +13,6 @@ from pathlib import Path
 import httpx
 
 from session_supervisor.infra.cgroups import Cgroups, group_name
-from session_supervisor.infra.launch_stage import STAGES_ROOT
 from session_supervisor.infra.netns import instance_tag
 
 from tests.conftest import make_http
@@ -54,8 +53,6 @@ def leftovers(data_dir: Path) -> dict[str, list[str]]:
         except OSError:
             pass
     found["processes"] = procs
-    stages = Path(STAGES_ROOT) / tag  # each running sandbox's binds for bwrap (infra/launch_stage.py)
-    found["stages"] = sorted(entry.name for entry in stages.iterdir()) if stages.is_dir() else []
     return found
 
 
