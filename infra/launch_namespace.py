@@ -61,8 +61,9 @@ def make_launch_namespace(hard: Hardening, workspace_dir: str, rootfs: str | Non
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={"PATH": CHAIN_PATH}, cwd="/", close_fds=True)
     try:
-        ready, _, _ = select.select([proc.stdout], [], [], READY_TIMEOUT_S)
-        line = proc.stdout.readline() if ready else b""
+        poller = select.poll()  # a busy server's descriptors run past select()'s 1,024
+        poller.register(proc.stdout, select.POLLIN)
+        line = proc.stdout.readline() if poller.poll(READY_TIMEOUT_S * 1000) else b""
         if line != b"ready\n":
             proc.kill()
             _, err = proc.communicate(timeout=10)
