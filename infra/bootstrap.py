@@ -123,12 +123,12 @@ class Container:
             self.launcher.hardening is not None and self.launcher.hardening.as_root))
         if warning:
             log.warning("%s", warning)
+        if self.launcher.hardening is not None:  # before anything of ours is mounted in the data dir
+            self.launcher.hardening.detach = await asyncio.to_thread(scope_data_dir, self.settings.data_dir)
         self.pool = await asyncio.to_thread(open_pool, self.settings, self.disk) if self.disks_enabled else None
         dirs = self.dirs = SandboxDirectories(self.settings.data_dir, self.disk, self.disks_enabled, self.disk_note,
                                               self.pool)
         hardening = self.launcher.hardening
-        if hardening is not None:  # before anything of ours is mounted in the data dir
-            hardening.detach = await asyncio.to_thread(scope_data_dir, self.settings.data_dir)
         if hardening is not None and hardening.as_root:
             self.uids = UidTable()  # which uids this server's sandboxes hold: a new one without a scan
             self.uids.seed(await asyncio.to_thread(workspace_owners, dirs.root))
