@@ -79,7 +79,7 @@ def netns_available() -> str | None:
     try:
         _run(["ip", "netns", "add", probe])
         _run(["ip", "netns", "del", probe])
-        _run(["nft", "-c", "-f", "-"], nft_rules.base_table("sessiond_probe"))
+        _run(["nft", "-c", "-f", "-"], nft_rules.base_table("sessiond_probe", 1))
     except NetworkSetupError as exc:
         _run(["ip", "netns", "del", probe], check=False)
         return str(exc)
@@ -94,6 +94,7 @@ class NetnsNetworks:
         self.tag = instance_tag(data_dir)
         self.table = f"sessiond_{self.tag}"
         self.prefix = f"sessiond-{self.tag}-"
+        self.group = nft_rules.sandbox_group(self.tag)  # the interface group of its host ends
         self.nets: dict[str, SandboxNet] = {}
         self.warm: WarmStock | None = None  # whole networks made ahead (infra.warm_pool); None: none kept
 
@@ -103,7 +104,7 @@ class NetnsNetworks:
 
     def _start(self) -> None:
         self._remove_leftovers()
-        _run(["nft", "-f", "-"], nft_rules.base_table(self.table))
+        _run(["nft", "-f", "-"], nft_rules.base_table(self.table, self.group))
         # The host routes for its sandboxes (the sandboxes' rules decide what is forwarded).
         with open("/proc/sys/net/ipv4/ip_forward", "w") as knob:
             knob.write("1")
@@ -195,6 +196,7 @@ class NetnsNetworks:
                      f"netns add {name}\n"
                      f"link add {net.iface} type veth peer name eth0 netns {name}\n"
                      f"link set {net.iface} alias {self.prefix.rstrip('-')}\n"
+                     f"link set {net.iface} group {self.group}\n"
                      f"addr add {net.host_address}/30 dev {net.iface}\n"
                      f"link set {net.iface} up\n")
             except NetworkSetupError:
