@@ -23,6 +23,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from .loop_mount import LoopUnsupported, mount_image
 from .reflink import thaw
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,12 @@ def mount_disk(image: Path, point: Path) -> Path:
         if thaw(point):
             log.warning("thawed %s: a server stopped while it was frozen for a snapshot", point)
     else:
-        _run(["mount", "-o", "loop,nosuid,nodev,noatime,discard", str(image), str(point)], "mount")
+        try:
+            mount_image(str(image), str(point))
+        except LoopUnsupported:
+            _run(["mount", "-o", "loop,nosuid,nodev,noatime,discard", str(image), str(point)], "mount")
+        except OSError as exc:
+            raise DiskError(exc.errno or errno.EIO, f"mount failed: {exc}") from exc
     return point
 
 
