@@ -73,24 +73,32 @@ def _get_session(http: httpx.Client, live: tuple[str, str]) -> None:
     ok(http.get(f"{U}/{live[0]}/sessions/{live[1]}"), 200)
 
 
-def _probe(http: httpx.Client, live: list[tuple[str, str]], probe: tuple[str, str], label: str) -> dict:
+def _calls(http: httpx.Client, live: list[tuple[str, str]], probe: tuple[str, str], label: str) -> dict:
     rng = random.Random(len(live))
     argv = floor_argv()
-    calls = {
+    return {
         "GET sandbox": lambda i: ok(http.get(f"{U}/{rng.choice(live)[0]}"), 200),
         "GET list page": lambda i: ok(http.get(U, params={"limit": 50}), 200),
         "GET session": lambda i: _get_session(http, rng.choice(live)),
         "echo": lambda i: _echo(http, probe[0], probe[1], hash((label, i))),
         "floor": lambda i: floor_once(argv),
     }
+
+
+def _probe(http: httpx.Client, live: list[tuple[str, str]], probe: tuple[str, str], label: str,
+           ref: httpx.Client, ref_live: list[tuple[str, str]]) -> dict:
+    """p50 of each call on the filled server and, alternating with it, on the reference one."""
+    ours, theirs = _calls(http, live, probe, label), _calls(ref, ref_live, ref_live[0], label)
     out = {}
     for name, count in PROBES.items():
-        samples = []
+        samples: dict[str, list[float]] = {"ours": [], "ref": []}
         for i in range(count):
-            began = time.perf_counter()
-            got = calls[name](i)
-            samples.append(got if isinstance(got, float) else time.perf_counter() - began)
-        out[name] = percentile(samples, 50)
+            for side, calls in (("ours", ours), ("ref", theirs)):
+                began = time.perf_counter()
+                got = calls[name](i)
+                samples[side].append(got if isinstance(got, float) else time.perf_counter() - began)
+        out[name] = percentile(samples["ours"], 50)
+        out[f"{name} ref"] = percentile(samples["ref"], 50)
     return out
 
 
@@ -101,36 +109,48 @@ def _idle_cpu(pid: int) -> float:
     return 1000 * (cpu_seconds(pid) - before) / IDLE_S
 
 
-def _fill(server: ServerProcess, count: int) -> dict:
-    """Claim ``count`` sandboxes with a session each on a started ``server``; what was measured."""
+def _fill(server: ServerProcess, count: int, reference: ServerProcess) -> dict:
+    """Claim ``count`` sandboxes with a session each on a started ``server``; what was measured.
+    After each claim the same claim is timed on ``reference`` (its sandbox deleted at once), so the
+    machine's load in each round is measured with it: the VM's other work swings a claim 2-3x."""
     tenth = max(1, count // 10)
     times: list[float] = []
+    ref_times: list[float] = []
     out: dict = {"loads": []}
-    with _client(server.url) as http:
+    with _client(server.url) as http, _client(reference.url) as ref:
+        ref_live = [_claim_and_create(ref)[:2]]  # the reference's own probe sandbox
+
+        def claim_both() -> tuple[str, str]:
+            sandbox, sid, took = _claim_and_create(http)
+            times.append(took)
+            other, _, ref_took = _claim_and_create(ref)
+            ref_times.append(ref_took)
+            ref.delete(f"{U}/{other}")
+            return sandbox, sid
+
         probe = _claim_and_create(http)[:2]  # the echo's own sandbox, live from the start
         live = [probe]
         time.sleep(2)  # the pool refilled, the server settled: the memory baseline
         out["rss_start"] = rss_kib(server.proc.pid)
         for _ in range(min(tenth, 10)):
-            sandbox, sid, took = _claim_and_create(http)
-            live.append((sandbox, sid))
-            times.append(took)
+            live.append(claim_both())
         out["loads"].append(os.getloadavg()[0])
         out["idle few"] = _idle_cpu(server.proc.pid)
-        out["few"] = _probe(http, live, probe, "few")
+        out["few"] = _probe(http, live, probe, "few", ref, ref_live)
         while len(times) < count:
-            sandbox, sid, took = _claim_and_create(http)
-            live.append((sandbox, sid))
-            times.append(took)
+            live.append(claim_both())
         time.sleep(2)
         out["rss_end"] = rss_kib(server.proc.pid)
         out["loads"].append(os.getloadavg()[0])
         out["idle many"] = _idle_cpu(server.proc.pid)
-        out["many"] = _probe(http, live, probe, "many")
+        out["many"] = _probe(http, live, probe, "many", ref, ref_live)
         out["loads"].append(os.getloadavg()[0])
         _delete_all(server.url, [sandbox for sandbox, _ in live])
     out["first"] = percentile(times[:tenth], 50)
     out["last"] = percentile(times[-tenth:], 50)
+    out["ref first"] = percentile(ref_times[:tenth], 50)
+    out["ref last"] = percentile(ref_times[-tenth:], 50)
+    out["growth"] = (out["last"] / out["ref last"]) / (out["first"] / out["ref first"])
     return out
 
 
@@ -178,35 +198,47 @@ def density(work: Path, count: int) -> Report:
         figures[suffix] = {
             "first": fig(f"claim+create p50, first {tenth}", "ms"),
             "last": fig(f"claim+create p50, last {tenth}", "ms", f"claim+create p50, first {tenth}"),
+            "ref first": fig(f"  the same on a server with none, in the first {tenth} rounds", "ms"),
+            "ref last": fig(f"  the same on a server with none, in the last {tenth} rounds", "ms"),
+            "growth": fig("claim+create last/first, each against the server with none", "x"),
             "memory": fig("server memory per live sandbox", "KiB"),
             "idle few": fig("server CPU while idle, few live", "ms/s"),
             "idle many": fig(f"server CPU while idle, {count} live", "ms/s", "server CPU while idle, few live"),
             **{f"{name} few": fig(f"{name} p50, few live", "ms") for name in PROBES},
             **{f"{name} many": fig(f"{name} p50, {count} live", "ms", f"{name} p50, few live") for name in PROBES},
+            **{f"{name} growth": fig(f"{name}: {count} live/few, each against the server with none", "x")
+               for name in PROBES},
         }
     if os.geteuid() != 0 or not shutil.which("bwrap"):
         for figure in (f for figs in figures.values() for f in figs.values()):
             figure.note = "needs root and bubblewrap"
         return report
     for suffix, make in variants.items():
-        server = make(work / f"data{suffix.replace(', ', '-')}")
+        name = suffix.replace(", ", "-")
+        server, reference = make(work / f"data{name}"), make(work / f"reference{name}")
         try:
             server.start()
-            got = _fill(server, count)
+            reference.start()
+            got = _fill(server, count, reference)
         finally:
-            server.stop()
-            left = unmount_below(server.data_dir)
-            if left:
-                report.notes.append(f"{suffix.strip(', ') or 'this checkout'}: {left} mount(s) left by the stop, removed")
+            for proc in (server, reference):
+                proc.stop()
+                left = unmount_below(proc.data_dir)
+                if left:
+                    report.notes.append(f"{suffix.strip(', ') or 'this checkout'}: {left} mount(s) left by the stop, "
+                                        "removed")
         figs = figures[suffix]
-        figs["first"].runs = [1000 * got["first"]]
-        figs["last"].runs = [1000 * got["last"]]
+        for key in ("first", "last", "ref first", "ref last"):
+            figs[key].runs = [1000 * got[key]]
+        figs["growth"].runs = [got["growth"]]
         figs["memory"].runs = [(got["rss_end"] - got["rss_start"]) / count]
         figs["idle few"].runs = [got["idle few"]]
         figs["idle many"].runs = [got["idle many"]]
         for name in PROBES:
-            figs[f"{name} few"].runs = [1000 * got["few"][name]]
-            figs[f"{name} many"].runs = [1000 * got["many"][name]]
+            few, many = got["few"], got["many"]
+            figs[f"{name} few"].runs = [1000 * few[name]]
+            figs[f"{name} many"].runs = [1000 * many[name]]
+            figs[f"{name} growth"].runs = [(many[name] / many[f"{name} ref"]) / (few[name] / few[f"{name} ref"])]
         report.notes.append(f"{suffix.strip(', ') or 'this checkout'}: load average "
                             f"{', '.join(f'{x:.1f}' for x in got['loads'])} at the two probes and the end; server "
                             f"RSS {got['rss_start'] / KIB:.0f} MiB at the start, {got['rss_end'] / KIB:.0f} MiB at the end")
