@@ -15,7 +15,7 @@ import logging
 import weakref
 
 from .model.policies import expiry_due
-from .ports import ExpiryHost
+from .ports import Clock, ExpiryHost
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ SWEEP_INTERVAL_S = 0.25
 class _Ticker:
     """Sweeps every registered runtime of one clock, on one event loop, every interval."""
 
-    def __init__(self, clock) -> None:
+    def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self.sweeps: dict[ExpirySweep, None] = {}  # in start order
         self.task: asyncio.Task | None = None
@@ -57,7 +57,7 @@ class _Ticker:
 _tickers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _ticker(clock) -> _Ticker:
+def _ticker(clock: Clock) -> _Ticker:
     per_loop = _tickers.setdefault(asyncio.get_running_loop(), {})
     if id(clock) not in per_loop or per_loop[id(clock)].clock is not clock:
         per_loop[id(clock)] = _Ticker(clock)
