@@ -76,6 +76,16 @@ def disk_size(text: str) -> int:
     return int(number) * _SIZE_UNITS[unit]
 
 
+def pool_size(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 64, not {value}")
+    return value
+
+
 def lease_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -144,6 +154,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                        default=env("SESSIOND_VOLUME_QUOTA", "256Gi"),
                        help="what one team's volumes (their sizes) and volume snapshots (their blocks) may "
                             "take in all: past it 429 quota_exceeded (env SESSIOND_VOLUME_QUOTA; default %(default)s)")
+    serve.add_argument("--warm-pool", type=pool_size, metavar="N", default=env("SESSIOND_WARM_POOL", "2"),
+                       help="sandboxes' worth of networks, cgroups, uids and disks kept made ahead for each "
+                            "template in use, so a claim takes them instead of making them; 0: none "
+                            "(env SESSIOND_WARM_POOL; default %(default)s)")
     cluster = serve.add_argument_group(
         "more than one machine", "journals in PostgreSQL, workspaces in a shared directory, any node serves "
         "any sandbox (README: More than one machine)")
@@ -204,7 +218,7 @@ def main(argv: list[str] | None = None) -> None:
                         network=args.network, token_file=token_file, sandbox_pids_max=args.sandbox_pids_max,
                         sandbox_conntrack_max=args.sandbox_conntrack_max, sandbox_new_flows=args.sandbox_new_flows,
                         disk_reserve=args.disk_reserve, disk_quota=args.disk_quota,
-                        volume_size=args.volume_size, volume_quota=args.volume_quota,
+                        volume_size=args.volume_size, volume_quota=args.volume_quota, warm_pool=args.warm_pool,
                         **cluster_settings(args), **edge_settings(args), **snapshot_settings(args))
     serve(settings, access_log=args.access_log)
     os.close(lock_fd)

@@ -97,7 +97,30 @@ class LiveState:
                                      "by reason (slow: could not keep up)", labels=["reason"])
         for reason, count in sorted(hub.detaches.items()):
             detaches.add_metric([reason], count)
-        return [phases, queued, store, subscribers, detaches]
+        return [phases, queued, store, subscribers, detaches, *warm_pool_metrics(self.container)]
+
+
+def warm_pool_metrics(container) -> list:
+    """Each stock of the warm pool (infra/warm_pool.py), by part: directory, cgroups, network."""
+    pool = getattr(container, "warm_pool", None)
+    if pool is None or not pool.enabled:
+        return []
+    ready = GaugeMetricFamily("sessiond_warm_pool_ready", "Sandbox parts made ahead, ready for a claim",
+                              labels=["part"])
+    target = GaugeMetricFamily("sessiond_warm_pool_target", "Sandbox parts the pool keeps ready (its size "
+                               "times the templates in use)", labels=["part"])
+    counters = {name: CounterMetricFamily(f"sessiond_warm_pool_{name}", text, labels=["part"]) for name, text in (
+        ("made", "Sandbox parts the pool made"),
+        ("taken", "Claims that took a part from the pool"),
+        ("missed", "Claims that found no part of their shape in the pool and made their own"),
+        ("discarded", "Parts the pool made and removed unused (a template no longer claimed, a stop)"),
+        ("failed", "Parts the pool failed to make"))}
+    for part, counts in sorted(pool.counts().items()):
+        ready.add_metric([part], counts.ready)
+        target.add_metric([part], counts.target)
+        for name, family in counters.items():
+            family.add_metric([part], getattr(counts, name))
+    return [ready, target, *counters.values()]
 
 
 def _dir_bytes(path) -> int:

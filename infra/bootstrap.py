@@ -19,28 +19,34 @@ from session_supervisor.domain.api_keys import ApiKeys
 from session_supervisor.domain.commit_routing import route_commits
 from session_supervisor.domain.commits import CommitPipeline
 from session_supervisor.domain.hub import Hub
+from session_supervisor.domain.model.network import effective_policy
 from session_supervisor.domain.sandbox_networking import NoNetworks
 from session_supervisor.domain.sandbox_manager import SandboxManager
 
 from .checkpoint import Checkpoints
-from .event_store import SqliteJournals
+from .event_store import SqliteJournals, make_empty_journal
 from .key_store import SqliteKeyStore
 from .clock import SystemClock
 from .pipe_runner import PipeRunner
 from .pty_runner import PtyRunner
 from .reaper import reap_leftover
 from .metrics_sampler import MetricsSampler
-from .netns import NetnsNetworks, netns_available
+from .netns import NetnsNetworks, netns_available, policy_key
 from .nft_rules import FlowLimits
 from .isolation_check import protect_from_oom
 from .file_calls import FileCalls
 from .file_watch import WatchHub
 from .disk_reserve import CLAIM_ROOM, DiskReserve
+from .launch_namespace import make_launch_namespace
 from .memory import MemoryTrimmer
+from .mount_scope import release_data_dir, scope_data_dir
 from .bubblewrap import LauncherUnavailableError, detect_launcher, sandbox_tmp_dir
 from .confined_fs import ConfinedFS
 from .sandbox_dirs import SandboxDirectories
 from .settings import Settings
+from .uids import UidTable, workspace_owners
+from .warm_pool import WarmPool
+from .warm_stock import WarmStock
 from .writer import WriterThread
 from .image_catalog import ImageCatalog
 from .images import ImageStore, store_root
@@ -86,6 +92,8 @@ class Container:
     watches: WatchHub = field(default_factory=WatchHub)        # one inotify instance for every watch
     volumes: Volumes | None = None  # sandbox volumes (domain/volumes.py); None without loop devices
     volume_mounts: VolumeMounts | None = None
+    warm_pool: WarmPool | None = None  # parts of sandboxes made ahead (infra/warm_pool.py)
+    uids: UidTable | None = None  # the host uids this server's sandboxes hold (as root)
 
     def __post_init__(self) -> None:
         self.launcher = detect_launcher(self.settings.runtime, work_dir=str(self.settings.data_dir / "runtime"),
@@ -115,9 +123,16 @@ class Container:
             self.launcher.hardening is not None and self.launcher.hardening.as_root))
         if warning:
             log.warning("%s", warning)
+        if self.launcher.hardening is not None:  # before anything of ours is mounted in the data dir
+            self.launcher.hardening.detach = await asyncio.to_thread(scope_data_dir, self.settings.data_dir)
         self.pool = await asyncio.to_thread(open_pool, self.settings, self.disk) if self.disks_enabled else None
         dirs = self.dirs = SandboxDirectories(self.settings.data_dir, self.disk, self.disks_enabled, self.disk_note,
                                               self.pool)
+        hardening = self.launcher.hardening
+        if hardening is not None and hardening.as_root:
+            self.uids = UidTable()  # which uids this server's sandboxes hold: a new one without a scan
+            self.uids.seed(await asyncio.to_thread(workspace_owners, dirs.root))
+            self.launcher.uids = dirs.uids = self.uids
         journals, checkpoints, ownership = await asyncio.to_thread(self._stores, dirs)
         key_store = await asyncio.to_thread(self._key_store)
         isolator = await asyncio.to_thread(self._volumes)
@@ -133,6 +148,9 @@ class Container:
         if self.volumes is not None:
             self.volumes.is_running = self.manager.registry.is_running
         await self.manager.start()
+        # After the start, which removed what a killed server left (namespaces, its table).
+        self.warm_pool = self._warm_pool()
+        self.warm_pool.start()
         self.manager.snapshots.start()  # expiry
         self.captures = TemplateCapture(self.manager)  # templates from a sandbox
         await asyncio.to_thread(self.captures.recover)
@@ -144,6 +162,34 @@ class Container:
             self.observers.append(self.webhooks)  # a sandbox record's commit: look at its subscription now
             await self.webhooks.start()
         self.trimmer.start()
+
+    def _warm_pool(self) -> WarmPool:
+        """A stock per part a claim needs (directories with their disk, uid and empty journal;
+        cgroups; networks), each shaped by the ``default`` template to begin with and then by the
+        templates claims name. ``--warm-pool 0`` keeps none: every claim makes its own."""
+        size = self.settings.warm_pool
+        if size <= 0:
+            return WarmPool([])
+        plan = self.templates.plan_claim("default", {})
+        dirs = self.dirs
+        if not self.settings.clustered:  # a database keeps the journals elsewhere
+            dirs.prefill_state = make_empty_journal
+        hardening = self.launcher.hardening
+        if hardening is not None and hardening.as_root and hardening.nsenter:  # its launches' namespace too
+            dirs.make_launch_ns = lambda workspace: make_launch_namespace(hardening, workspace)
+            self.launcher.launch_ns_for = dirs.take_launch_ns
+        dirs.warm = WarmStock("directory", size, dirs.make_warm, dirs.destroy_warm, (dirs.warm_shape(plan.rootfs),))
+        stocks = [dirs.warm]
+        cgroups = getattr(self.launcher.hardening, "cgroups", None)
+        if cgroups is not None:
+            cgroups.warm = WarmStock("cgroups", size, cgroups.make_warm, cgroups.destroy_warm, (None,))
+            stocks.append(cgroups.warm)
+        if isinstance(self.networks, NetnsNetworks):
+            policy = policy_key(effective_policy(plan.config, "default"))
+            self.networks.warm = WarmStock("network", size, self.networks.make_warm, self.networks.destroy_warm,
+                                           (policy,))
+            stocks.append(self.networks.warm)
+        return WarmPool(stocks)
 
     def release_memory(self) -> None:
         """After a large free (a context, a sandbox): hand the memory back to the system."""
@@ -236,6 +282,8 @@ class Container:
             observer.tick_committed(seconds)
 
     async def stop(self) -> None:
+        if self.warm_pool is not None:  # before the networks, cgroups and disks it took from go
+            await self.warm_pool.stop()
         if self.metrics is not None:
             await self.metrics.stop()
         if self.webhooks is not None:
@@ -252,6 +300,7 @@ class Container:
         cgroups = getattr(self.launcher.hardening, "cgroups", None)
         if cgroups is not None:
             await asyncio.to_thread(cgroups.remove_group)
+        await asyncio.to_thread(release_data_dir, self.settings.data_dir)
         if self.writer is not None:
             await asyncio.to_thread(self.writer.close)
         if self.keys is not None:

@@ -40,12 +40,14 @@ import tempfile
 import time
 from typing import Callable
 
-from session_supervisor.domain.ports import ExitStatus, Launch, TerminalSize
+from session_supervisor.domain.ports import ExitStatus, Launch, StartFailedError, TerminalSize
 
 from .confinement import DEFAULT_PIDS_MAX, SandboxConfinement, limits_for, sandbox_uid
 from .sandbox_tmp import sandbox_tmp_dir
+from .uids import UidTable
 from . import start_check
-from .launch_chain import CHAIN_PATH, Hardening, chain_argv
+from .launch_chain import CHAIN_PATH, SHIELDED_SIGNALS, Hardening, chain_argv, staged_chain_argv, staged_paths
+from .launch_namespace import make_launch_namespace, namespace_path
 from .rootfs import mount_rootfs, unmount_rootfs
 
 log = logging.getLogger(__name__)
@@ -55,8 +57,9 @@ WORKSPACE = "/workspace"
 _SIGNAL_EXIT_BASE = 128
 _MAX_SIGNAL = 64
 
-# Catchable signals that would otherwise kill the outer bwrap (see above).
-_SHIELDED_SIGNALS = "HUP,INT,QUIT,USR1,USR2,PIPE,ALRM,TERM"
+# Catchable signals that would otherwise kill the outer bwrap (see above); the hardened launch
+# chain ignores them itself before it execs (infra.launch_chain), the others through env.
+_SHIELDED_SIGNALS = ",".join(SHIELDED_SIGNALS)
 
 # System directories the sandbox sees read-only, when the host has them.
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/libx32", "/lib64", "/opt", "/etc")
@@ -119,12 +122,16 @@ class BubblewrapLauncher:
         self.netns_for: Callable[[str], str | None] | None = None
         # image digest -> its unpacked rootfs (infra.images), set when there is an image store.
         self.image_rootfs: Callable[[str], str] | None = None
+        # The server's table of the uids its sandboxes hold (infra.uids): a free one without a scan.
+        self.uids: UidTable | None = None
+        # sandbox id -> the launch namespace made with its warm directory (infra.warm_pool), once.
+        self.launch_ns_for: Callable[[str], int | None] | None = None
 
     def isolate(self, sandbox_id: str, workspace_dir: str, config: dict) -> "BoundLauncher":
         hard = self.hardening
         if hard is None:
             return BoundLauncher(self, None)
-        uid = sandbox_uid(sandbox_id, workspace_dir) if hard.as_root else None
+        uid = sandbox_uid(sandbox_id, workspace_dir, self.uids) if hard.as_root else None
         limits = limits_for(config, hard.pids_max)
         cgroup = hard.cgroups.create(sandbox_id, limits) if hard.cgroups is not None else None
         netns = self.netns_for(sandbox_id) if self.netns_for is not None else None
@@ -166,21 +173,27 @@ class BubblewrapLauncher:
             chdir, command = sandbox_path(cwd), [*command, *argv]
         else:
             tmp = sandbox_tmp_dir(workspace_dir)  # staged like the workspace: see launch_chain
-            bind = ["--bind", hard.stage_dir, WORKSPACE, "--args", "12",
-                    *(["--bind", hard.stage_tmp_dir, "/tmp"] if tmp else ["--tmpfs", "/tmp"])]
+            namespace = self._launch_namespace(confinement, workspace_dir)
+            staged_workspace, staged_tmp = staged_paths(hard, workspace_dir)
+            bind = ["--bind", staged_workspace, WORKSPACE, "--args", "12",
+                    *(["--bind", staged_tmp, "/tmp"] if tmp else ["--tmpfs", "/tmp"])]
             for name, point, read_only in confinement.mounts:  # volumes (infra.volume_binding), parents first
                 bind += ["--ro-bind" if read_only else "--bind", f"{hard.stage_mounts_dir}/{name}", point]
             env_file = hard.write_env(confinement.sandbox_id, attempt_id, env)
-            prefix = chain_argv(hard, confinement, workspace_dir, attempt_id, env_file)
+            if namespace is not None:
+                prefix = staged_chain_argv(hard, confinement, attempt_id, env_file, namespace_path(namespace))
+            else:
+                prefix = chain_argv(hard, confinement, workspace_dir, attempt_id, env_file)
             outer_env = {"PATH": CHAIN_PATH}
             # The cwd and argv[0] are checked inside, where they have to exist: start_check.
             chdir, command = "/", [*command, *start_check.exec_argv(sandbox_path(cwd), argv)]
         wrapped = [
             *prefix,
-            self._env, f"--ignore-signal={_SHIELDED_SIGNALS}",
+            *([] if prefix else [self._env, f"--ignore-signal={_SHIELDED_SIGNALS}"]),
             self._bwrap,
             *(self._namespace_args(confinement) if hard else []),
-            *(self._rootfs_args(hard) if confinement is not None and confinement.rootfs else self._system_args),
+            *(self._rootfs_args(hard.stage_root_dir) if confinement is not None and confinement.rootfs
+              else self._system_args),
             "--dir", WORKSPACE,
             *bind,
             "--dev", "/dev",
@@ -198,10 +211,35 @@ class BubblewrapLauncher:
                       on_start_failed=lambda: self._forget_attempt(confinement, attempt_id))
 
     @staticmethod
-    def _rootfs_args(hard: Hardening) -> list[str]:
+    def _rootfs_args(source: str) -> list[str]:
         # The image's own system, writable through its overlay; DNS as on the host (the image's
         # resolv.conf names nothing this host can reach).
-        return ["--bind", hard.stage_root_dir, "/", "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
+        return ["--bind", source, "/", "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
+
+    def _launch_namespace(self, confinement: SandboxConfinement, workspace_dir: str) -> int | None:
+        """The sandbox's launch namespace (infra.launch_namespace): a warm directory's, made before
+        its claim, or one made now at its runtime's first launch (an image's overlay and volumes
+        are in place by then, and a warm one has neither). None for a server that is not root,
+        whose chain stages each launch itself."""
+        hard = self.hardening
+        if confinement.uid is None or not hard.nsenter or not hard.as_root:
+            return None
+        if confinement.launch_ns is None:
+            made = None
+            # A warm one holds the disk as it was made: no overlay, no volume bound since.
+            warm = self.launch_ns_for(confinement.sandbox_id) if self.launch_ns_for is not None else None
+            if warm is not None and (confinement.rootfs or confinement.mounts or confinement.volume_at_workspace):
+                os.close(warm)
+            else:
+                made = warm
+            if made is None:
+                try:
+                    made = make_launch_namespace(hard, workspace_dir, confinement.rootfs,
+                                                 confinement.mounts_dir if confinement.mounts else None)
+                except OSError as exc:
+                    raise StartFailedError(str(exc)) from exc
+            confinement.launch_ns = made
+        return confinement.launch_ns
 
     @staticmethod
     def _namespace_args(confinement: SandboxConfinement | None) -> list[str]:
@@ -293,6 +331,9 @@ class BoundLauncher:
                 time.sleep(0.02)  # killed tasks leave their cgroup a moment after the signal
             log.warning("sandbox %s: cgroups still busy after the release", self.confinement.sandbox_id)
         finally:
+            if self.confinement is not None and self.confinement.launch_ns is not None:
+                os.close(self.confinement.launch_ns)  # its copies of the overlay and volumes go with it
+                self.confinement.launch_ns = None
             if self.confinement is not None and self.confinement.rootfs:  # after its processes are gone
                 unmount_rootfs(self.confinement.workspace_dir)
                 self.confinement.rootfs = None

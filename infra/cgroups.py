@@ -20,13 +20,19 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import signal
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .warm_stock import WarmStock
 
 # cpuacct (v1 only: v2 counts CPU time in every cgroup's cpu.stat) is there for the metrics.
 CONTROLLERS = ("memory", "pids", "cpu", "freezer", "cpuacct")
 LEGACY_GROUP = "sessiond"  # releases before the tag: one group shared by every server
+WARM_PREFIX = ".warm-"  # cgroups made ahead for a sandbox not claimed yet (infra.warm_pool)
 
 
 def group_name(data_dir: str) -> str:
@@ -113,7 +119,13 @@ class SandboxCgroup:
         return os.path.join(memory, attempt_id)
 
     def join_files(self, attempt_id: str) -> list[str]:
-        """Create the attempt's cgroup; return the cgroup.procs files a new process joins."""
+        """Create the attempt's cgroup; return the files a new process joins by writing into them:
+        v2's ``cgroup.procs`` (its pid), v1's ``tasks`` (``0``: the writing thread itself).
+
+        Why ``tasks`` with 0 on v1: a write to ``cgroup.procs`` moves a whole thread group, under a
+        global lock whose first writer waits for an RCU grace period, 8-12 ms on the 2-vCPU VM and
+        most of a launch's chain; the kernel moves the writing thread alone without that lock, and
+        the launch chain's shell is single-threaded, so that is the same move."""
         attempt = self._attempt_dir(attempt_id)
         if attempt is not None:
             os.makedirs(attempt, exist_ok=True)
@@ -122,7 +134,7 @@ class SandboxCgroup:
         files = []
         for controller, path in self.dirs.items():
             target = attempt if controller == "memory" and attempt else path
-            files.append(os.path.join(target, "cgroup.procs"))
+            files.append(os.path.join(target, "tasks"))
         return files
 
     def oom_kills(self, attempt_id: str) -> int:
@@ -261,6 +273,7 @@ class Cgroups:
     def __init__(self, bases: dict[str, str], v2: bool) -> None:
         self.bases = bases  # controller -> the directory that holds the sandboxes' cgroups
         self.v2 = v2
+        self.warm: WarmStock | None = None  # cgroups made ahead (infra.warm_pool); None: none kept
 
     def sweep(self, legacy_names: set[str] = frozenset()) -> int:
         """Before any sandbox runs: end and remove every sandbox cgroup under this server's
@@ -320,20 +333,21 @@ class Cgroups:
     def create(self, sandbox_id: str, limits: Limits) -> SandboxCgroup:
         dirs = {c: os.path.join(base, sandbox_id) for c, base in self.bases.items()}
         left_over = any(os.path.isdir(path) for path in dirs.values())
-        for controller, path in dirs.items():
-            os.makedirs(path, exist_ok=True)
-        cgroup = SandboxCgroup(dirs, self.v2)
-        if left_over:
-            # A server that died during a pause left the sandbox's processes frozen: SIGKILL
-            # cannot end a frozen task, and a new runtime's processes would freeze on joining.
-            cgroup.kill_all()
-            cgroup.freeze(False)
-        if self.v2:
-            base = next(iter(dirs.values()))
-            wanted = [c for c in ("memory", "pids", "cpu") if c in dirs]
-            _try_write(os.path.join(os.path.dirname(base), "cgroup.subtree_control"),
-                       " ".join("+" + c for c in wanted))
-            _try_write(os.path.join(base, "cgroup.subtree_control"), " ".join("+" + c for c in wanted))
+        cgroup = None
+        if not left_over and self.warm is not None:
+            got = self.warm.take(None)
+            if got is not None:
+                cgroup = self._adopt(got[0], dirs)
+        if cgroup is None:
+            for path in dirs.values():
+                os.makedirs(path, exist_ok=True)
+            cgroup = SandboxCgroup(dirs, self.v2)
+            if left_over:
+                # A server that died during a pause left the sandbox's processes frozen: SIGKILL
+                # cannot end a frozen task, and a new runtime's processes would freeze on joining.
+                cgroup.kill_all()
+                cgroup.freeze(False)
+            self._delegate(dirs)
         cgroup.set_memory(limits.memory_bytes)
         if "pids" in dirs:
             _write(os.path.join(dirs["pids"], "pids.max"), str(limits.pids_max))
@@ -343,3 +357,43 @@ class Cgroups:
             else:
                 _write(os.path.join(dirs["cpu"], "cpu.shares"), str(limits.cpu_weight))
         return cgroup
+
+    def _delegate(self, dirs: dict[str, str]) -> None:
+        if self.v2:
+            base = next(iter(dirs.values()))
+            wanted = [c for c in ("memory", "pids", "cpu") if c in dirs]
+            _try_write(os.path.join(os.path.dirname(base), "cgroup.subtree_control"),
+                       " ".join("+" + c for c in wanted))
+            _try_write(os.path.join(base, "cgroup.subtree_control"), " ".join("+" + c for c in wanted))
+
+    # ---- the warm pool's cgroups (infra.warm_pool) ------------------------------------------
+    def make_warm(self, shape=None) -> dict[str, str]:
+        """Empty cgroups under this server's tagged group, named for no sandbox yet: a claim
+        renames them to its sandbox's (limits are written then). Never made twice: a new name."""
+        name = WARM_PREFIX + secrets.token_hex(8)
+        dirs = {c: os.path.join(base, name) for c, base in self.bases.items()}
+        try:
+            for path in dirs.values():
+                os.makedirs(path)
+            self._delegate(dirs)
+        except BaseException:
+            SandboxCgroup(dirs, self.v2).remove()
+            raise
+        return dirs
+
+    def destroy_warm(self, dirs: dict[str, str]) -> None:
+        SandboxCgroup(dirs, self.v2).remove()
+
+    def _adopt(self, warm: dict[str, str], dirs: dict[str, str]) -> SandboxCgroup | None:
+        """The warm cgroups under the sandbox's name; None (and they are gone) when the hierarchy
+        refuses a rename: the caller makes them as before."""
+        done = []
+        try:
+            for controller, path in dirs.items():
+                os.rename(warm[controller], path)
+                done.append(controller)
+        except OSError:
+            SandboxCgroup({c: warm[c] for c in warm if c not in done}, self.v2).remove()
+            SandboxCgroup({c: dirs[c] for c in done}, self.v2).remove()
+            return None
+        return SandboxCgroup(dirs, self.v2)

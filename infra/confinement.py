@@ -18,9 +18,7 @@ from pathlib import Path
 
 from .cgroups import Limits, SandboxCgroup
 from .tree_walk import DIR_OPEN, walk_tree
-
-UID_BASE = 100_000
-UID_SPAN = 1_000_000
+from .uids import UID_BASE, UID_SPAN, UidTable
 DEFAULT_MEMORY = 2 * 2**30   # template default (contract: 128Mi .. 16Gi)
 DEFAULT_PIDS_MAX = 1024
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|K|M|G|T)?$")
@@ -42,6 +40,8 @@ class SandboxConfinement:
     # sandbox's mounts/ dir, mount point, read-only), bound by each launch.
     mounts: list[tuple[str, str, bool]] = field(default_factory=list)
     mounts_dir: str = ""  # the host directory holding those binds, staged by each launch
+    launch_ns: int | None = None  # its launch namespace, open (infra.launch_namespace); closed at release
+    volume_at_workspace: bool = False  # a volume is bound on its workspace (infra.volume_binding)
 
 
 def memory_bytes(quantity: str | None) -> int:
@@ -69,25 +69,33 @@ def _owner(path: Path) -> int | None:
 NEW_OWNER = ".new-owner"  # set by infra.sandbox_images on a disk copied from another sandbox
 
 
-def sandbox_uid(sandbox_id: str, workspace: str) -> int:
+def sandbox_uid(sandbox_id: str, workspace: str, uids: UidTable | None = None) -> int:
     """The workspace owner's uid, allotting (and chowning to) a free one on first use. A disk
     copied from another sandbox (a fork, a claim from a snapshot, a restore of another sandbox's
     snapshot) holds that sandbox's uid: it gets a uid of its own, and every file of it is handed
-    over, so no two sandboxes ever share a host uid (per-uid kernel limits, signals)."""
+    over, so no two sandboxes ever share a host uid (per-uid kernel limits, signals). With the
+    server's ``uids`` table a free uid is found there; without one, by looking at every other
+    sandbox's workspace."""
     ws = Path(workspace)
-    own = ws.parent.parent if ws.parent.name == "disk" else ws.parent  # on its own disk, or not
+    on_disk = ws.parent.name == "disk"
+    own = ws.parent.parent if on_disk else ws.parent  # on its own disk, or not
     copied = (own / NEW_OWNER).exists()
     current = _owner(ws)
     if current is not None and UID_BASE <= current < UID_BASE + UID_SPAN and not copied:
-        own_tmp(ws, current)
-        return current
-    taken = {_owner(workspace) for other in own.parent.iterdir() if other != own
-             for workspace in (other / "workspace", other / "disk" / "workspace")}
-    start = int.from_bytes(hashlib.sha256(sandbox_id.encode()).digest()[:8], "big") % UID_SPAN
-    for step in range(UID_SPAN):
-        uid = UID_BASE + (start + step) % UID_SPAN
-        if uid not in taken:
-            break
+        if uids is None or uids.hold(current, sandbox_id):
+            own_tmp(ws, current)
+            return current
+        copied = on_disk  # another sandbox holds that uid (its disk was not mounted when we looked)
+    if uids is not None:
+        uid = uids.allot(sandbox_id)
+    else:
+        taken = {_owner(workspace) for other in own.parent.iterdir() if other != own
+                 for workspace in (other / "workspace", other / "disk" / "workspace")}
+        start = int.from_bytes(hashlib.sha256(sandbox_id.encode()).digest()[:8], "big") % UID_SPAN
+        for step in range(UID_SPAN):
+            uid = UID_BASE + (start + step) % UID_SPAN
+            if uid not in taken:
+                break
     if copied:  # its own filesystem: no host file can be linked into it, every entry is its
         for part in ("workspace", "upper"):
             if (ws.parent / part).is_dir():

@@ -276,6 +276,12 @@ class SqliteJournal:
         return self._factory.free_bytes()
 
 
+def make_empty_journal(state_dir: Path) -> None:
+    """The journal file with its tables and nothing in them, ahead of its sandbox (a warm
+    directory, ``infra.warm_pool``): creating them is most of what opening a new store costs."""
+    SqliteJournal(state_dir).close()
+
+
 class SqliteJournals:
     """The ``JournalStores`` port: a journal file in each sandbox's state dir."""
 

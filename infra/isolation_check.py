@@ -81,7 +81,7 @@ def prepare_hardening(work_dir: str, data_dir: str | None = None) -> Hardening:
     launch_dir = os.path.join(work_dir, "launch")
     os.makedirs(launch_dir, mode=0o700, exist_ok=True)
     hardening = Hardening(bash=tools["bash"], setpriv=tools["setpriv"], unshare=tools["unshare"],
-                          mount=tools["mount"], nsenter=tools["nsenter"],
+                          mount=tools["mount"], nsenter=tools["nsenter"], umount=shutil.which("umount"),
                           seccomp_program=program, cgroups=cgroups, launch_dir=launch_dir)
     hardening.forget_all_env()  # a crashed server's: its processes read them long ago
     return hardening

@@ -15,22 +15,30 @@ crashed one removes them before anything else runs.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import fcntl
 import ipaddress
+import json
 import logging
 import os
+import secrets
 import shutil
 import subprocess
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from . import nft_rules
 from .instance import instance_tag
+
+if TYPE_CHECKING:
+    from .warm_stock import WarmStock
 
 log = logging.getLogger(__name__)
 
 NETNS_DIR = "/run/netns"
 LOCK_PATH = "/run/sessiond-netns.lock"
 IFACE_PREFIX = "sbx"
+WARM_INFIX = "warm-"  # sessiond-<tag>-warm-<hex>: a namespace made ahead, before its sandbox is known
 SLOTS = 2 ** 14  # /30s in 10.200.0.0/16
 _BASE = int(ipaddress.ip_address("10.200.0.0"))
 _TIMEOUT_S = 30
@@ -71,7 +79,7 @@ def netns_available() -> str | None:
     try:
         _run(["ip", "netns", "add", probe])
         _run(["ip", "netns", "del", probe])
-        _run(["nft", "-c", "-f", "-"], nft_rules.base_table("sessiond_probe"))
+        _run(["nft", "-c", "-f", "-"], nft_rules.base_table("sessiond_probe", 1))
     except NetworkSetupError as exc:
         _run(["ip", "netns", "del", probe], check=False)
         return str(exc)
@@ -86,7 +94,9 @@ class NetnsNetworks:
         self.tag = instance_tag(data_dir)
         self.table = f"sessiond_{self.tag}"
         self.prefix = f"sessiond-{self.tag}-"
+        self.group = nft_rules.sandbox_group(self.tag)  # the interface group of its host ends
         self.nets: dict[str, SandboxNet] = {}
+        self.warm: WarmStock | None = None  # whole networks made ahead (infra.warm_pool); None: none kept
 
     # ---- server lifetime ------------------------------------------------------------------
     async def start(self) -> None:
@@ -94,7 +104,7 @@ class NetnsNetworks:
 
     def _start(self) -> None:
         self._remove_leftovers()
-        _run(["nft", "-f", "-"], nft_rules.base_table(self.table))
+        _run(["nft", "-f", "-"], nft_rules.base_table(self.table, self.group))
         # The host routes for its sandboxes (the sandboxes' rules decide what is forwarded).
         with open("/proc/sys/net/ipv4/ip_forward", "w") as knob:
             knob.write("1")
@@ -171,6 +181,12 @@ class NetnsNetworks:
         name = self.prefix + sandbox_id
         if os.path.exists(os.path.join(NETNS_DIR, name)):  # a leftover of an earlier runtime
             _run(["ip", "netns", "del", name], check=False)
+        net = self._take_warm(name, policy) or self._create(name, policy)
+        self.nets[sandbox_id] = net
+        return net.path
+
+    def _create(self, name: str, policy: dict) -> SandboxNet:
+        """The namespace ``name``, its veth pair and addresses, and its chains with ``policy``."""
         with open(LOCK_PATH, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # other servers on this host pick slots too
             slot = _free_slot()
@@ -180,13 +196,13 @@ class NetnsNetworks:
                      f"netns add {name}\n"
                      f"link add {net.iface} type veth peer name eth0 netns {name}\n"
                      f"link set {net.iface} alias {self.prefix.rstrip('-')}\n"
+                     f"link set {net.iface} group {self.group}\n"
                      f"addr add {net.host_address}/30 dev {net.iface}\n"
                      f"link set {net.iface} up\n")
             except NetworkSetupError:
                 _run(["ip", "link", "del", net.iface], check=False)
                 _run(["ip", "netns", "del", name], check=False)
                 raise
-        self.nets[sandbox_id] = net
         try:
             _disable_ipv6(net.iface)
             _run(["nft", "-f", "-"], nft_rules.attach_sandbox(self.table, net.slot, net.iface, net.address, policy,
@@ -197,17 +213,83 @@ class NetnsNetworks:
                  "link set eth0 up\n"
                  f"route add default via {net.host_address}\n")
         except BaseException:
-            self._detach(sandbox_id)
+            self._destroy(net)
             raise
-        return net.path
+        return net
 
     def _detach(self, sandbox_id: str) -> None:
         net = self.nets.pop(sandbox_id, None)
-        if net is None:
-            return
+        if net is not None:
+            self._destroy(net)
+
+    def _destroy(self, net: SandboxNet) -> None:
         _run(["nft", "-f", "-"], nft_rules.detach_sandbox(self.table, net.slot, net.iface), check=False)
         _run(["ip", "link", "del", net.iface], check=False)
         _run(["ip", "netns", "del", net.name], check=False)
+
+    # ---- the warm pool's networks (infra.warm_pool) -----------------------------------------
+    def make_warm(self, policy_key: str) -> SandboxNet:
+        """A whole sandbox network for a sandbox not claimed yet (its namespace named
+        ``sessiond-<tag>-warm-…``), with the policy a template gives its sandboxes."""
+        return self._create(f"{self.prefix}{WARM_INFIX}{secrets.token_hex(8)}", json.loads(policy_key))
+
+    def destroy_warm(self, net: SandboxNet) -> None:
+        self._destroy(net)
+
+    def _take_warm(self, name: str, policy: dict) -> SandboxNet | None:
+        """A warm network, its namespace renamed to the sandbox's; another template's has its
+        policy replaced (one nft transaction), which is still far less than a new one."""
+        if self.warm is None:
+            return None
+        key = policy_key(policy)
+        got = self.warm.take(key, any_shape=True)
+        if got is None:
+            return None
+        warm, made_for = got
+        try:
+            if made_for != key:
+                _run(["nft", "-f", "-"], nft_rules.policy_rules(self.table, warm.slot, warm.address, policy))
+            rename_netns(warm.name, name)
+        except BaseException:
+            self._destroy(warm)
+            raise
+        return SandboxNet(name, warm.slot, warm.iface)
+
+
+def policy_key(policy: dict) -> str:
+    """One string per distinct policy: the warm stock's shape."""
+    return json.dumps(policy, sort_keys=True, separators=(",", ":"))
+
+
+def rename_netns(old: str, new: str) -> None:
+    """``ip netns`` has no rename: the namespace's handle is a bind mount of it on a file in
+    /run/netns, so bind it on the new name and take the old one away (no process holds it yet)."""
+    old_path, new_path = os.path.join(NETNS_DIR, old), os.path.join(NETNS_DIR, new)
+    os.close(os.open(new_path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0))
+    try:
+        _mount(old_path, new_path)
+    except OSError:
+        os.unlink(new_path)
+        raise
+    _umount(old_path)
+    os.unlink(old_path)
+
+
+_MS_BIND = 4096
+_MNT_DETACH = 2
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _mount(source: str, target: str) -> None:
+    if _libc.mount(source.encode(), target.encode(), None, _MS_BIND, None) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"bind {source} on {target}: {os.strerror(err)}")
+
+
+def _umount(target: str) -> None:
+    if _libc.umount2(target.encode(), _MNT_DETACH) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"umount {target}: {os.strerror(err)}")
 
 
 def remove_everything(data_dir: str) -> None:

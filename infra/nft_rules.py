@@ -1,7 +1,8 @@
 """The host's nftables rules for sandbox networks, as ``nft -f -`` scripts (pure text).
 
 One ``inet`` table per server (named after its data dir). Traffic from a sandbox enters the
-host on the host end of its veth pair, so every rule keys on that interface:
+host on the host end of its veth pair, so every rule keys on that interface, or on the interface
+group all of this server's host ends are in:
 
 - ``input`` (anything addressed to the host itself: every host address, loopback included,
   so the API too): closed for every sandbox interface, whatever the policy says, except the
@@ -10,9 +11,14 @@ host on the host end of its veth pair, so every rule keys on that interface:
   starts reaches the host.
 - ``forward``: a verdict map sends each sandbox interface to its own chain ``sb_<slot>``,
   which drops spoofed source addresses, always closes the sandbox range (other sandboxes),
-  link-local metadata addresses and loopback, then applies the policy. Replies into a
-  sandbox pass (conntrack); nothing outside may open a connection into one.
+  link-local metadata addresses and loopback (one named set for all), then applies the policy.
+  Replies into a sandbox pass (conntrack); nothing outside may open a connection into one.
 - ``postrouting``: allowed traffic leaves through NAT (masquerade).
+
+Every ``nft`` run reads back what its commands touch: adding an element read the elements of
+every set of the table, one netlink dump each, and each sandbox chain had an anonymous set of its
+own (the always-closed destinations): 80 ms a claim with 1,000 sandboxes, against 20 with ten.
+So sandboxes share one named set, and the host ends are matched by their group, not by a set.
 
 Connections already established when a policy changes are kept (conntrack accepts them
 before the policy runs); the policy decides new connections.
@@ -37,36 +43,43 @@ SANDBOX_RANGE = "10.200.0.0/16"
 ALWAYS_CLOSED_V4 = (SANDBOX_RANGE, "169.254.0.0/16", "127.0.0.0/8", "0.0.0.0/8", "224.0.0.0/3")
 
 
-def base_table(table: str) -> str:
-    """Replace the table atomically: leftovers of a crashed server go with the old one."""
+def base_table(table: str, group: int) -> str:
+    """Replace the table atomically: leftovers of a crashed server go with the old one. ``group``:
+    the interface group every host end of this server's veth pairs is in (``sandbox_group``)."""
     return f"""\
 table inet {table} {{}}
 delete table inet {table}
 table inet {table} {{
-    set sandboxes {{ type ifname; }}
     map egress {{ type ifname : verdict; }}
+    set always_closed {{ type ipv4_addr; flags interval; elements = {_set(ALWAYS_CLOSED_V4)}; }}
     chain closed {{
         meta l4proto tcp reject with tcp reset
         reject with icmpx admin-prohibited
     }}
     chain input {{
         type filter hook input priority filter - 10; policy accept;
-        iifname @sandboxes ct direction reply ct state established accept
-        iifname @sandboxes goto closed
+        iifgroup {group} ct direction reply ct state established accept
+        iifgroup {group} goto closed
     }}
     chain forward {{
         type filter hook forward priority filter - 10; policy accept;
         iifname vmap @egress
-        iifname @sandboxes goto closed
-        oifname @sandboxes ct state established,related accept
-        oifname @sandboxes drop
+        iifgroup {group} goto closed
+        oifgroup {group} ct state established,related accept
+        oifgroup {group} drop
     }}
     chain postrouting {{
         type nat hook postrouting priority srcnat; policy accept;
-        iifname @sandboxes oifname != @sandboxes masquerade
+        iifgroup {group} oifgroup != {group} masquerade
     }}
 }}
 """
+
+
+def sandbox_group(tag: str) -> int:
+    """The interface group of a server's sandboxes, from its tag: rules match the group, where a
+    set of every sandbox's interface had to be read back whole by nft at each claim."""
+    return int(tag, 16) % (2 ** 31 - 2) + 1
 
 
 def delete_table(table: str) -> str:
@@ -105,14 +118,12 @@ def attach_sandbox(table: str, slot: int, iface: str, address: str, policy: dict
     """Create (or replace) the sandbox's chains and hook its interface in, in one transaction."""
     return (limit_rules(table, slot, limits)
             + policy_rules(table, slot, address, policy)
-            + f'add element inet {table} sandboxes {{ "{iface}" }}\n'
             + f'add element inet {table} egress {{ "{iface}" : goto {sandbox_chain(slot)} }}\n')
 
 
 def detach_sandbox(table: str, slot: int, iface: str) -> str:
     chain, limits = sandbox_chain(slot), limits_chain(slot)
     return (f'delete element inet {table} egress {{ "{iface}" }}\n'
-            f'delete element inet {table} sandboxes {{ "{iface}" }}\n'
             f"flush chain inet {table} {chain}\ndelete chain inet {table} {chain}\n"
             f"flush chain inet {table} {limits}\ndelete chain inet {table} {limits}\n")
 
@@ -126,7 +137,7 @@ def policy_rules(table: str, slot: int, address: str, policy: dict) -> str:
              f"add rule {head} meta nfproto ipv6 goto closed",  # IPv4 only (link-local v6 stays local)
              f"add rule {head} ct state established,related accept",
              f"add rule {head} jump {limits_chain(slot)}",  # new flows: rate and count (limit_rules)
-             f"add rule {head} ip daddr {_set(ALWAYS_CLOSED_V4)} goto closed"]
+             f"add rule {head} ip daddr @always_closed goto closed"]
     egress = policy.get("egress") or {}
     if policy["mode"] == "allow-all":
         lines += [f"add rule {head} {match} goto closed"

@@ -22,15 +22,21 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import threading
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
+from .confinement import chown_tree, own_tmp
 from .disk_reserve import CLAIM_ROOM, DiskReserve
 from .disk_pool import DiskPool
 from .sandbox_disk import MOUNT_NAME
 from .sandbox_images import SandboxImages
 from .tree_walk import remove_path, tree_usage
+from .uids import UidTable
+from .warm_stock import WarmStock
 
 log = logging.getLogger(__name__)
 DEFAULT_DISK_BYTES = 8 * 2**30
@@ -38,6 +44,17 @@ DEFAULT_DISK_BYTES = 8 * 2**30
 PRIVATE = 0o700
 REMOVING_PREFIX = ".removing-"
 RETRY_EVERY_S = 5.0
+WARM_DIR = "warm"  # <data>/warm/<unit>: a sandbox directory made ahead (infra.warm_pool)
+
+
+@dataclass(frozen=True)
+class WarmDirectory:
+    """A sandbox directory made ahead: its disk mounted, workspace/ and tmp/ owned by ``uid``,
+    state/ with an empty journal. A claim renames it to ``sandboxes/<id>``."""
+
+    path: Path
+    uid: int | None
+    launch_ns: int | None = None  # its launch namespace, open (infra.launch_namespace)
 
 
 class SandboxDirectories:
@@ -51,6 +68,21 @@ class SandboxDirectories:
         os.chmod(self.root, PRIVATE)
         self.pool = pool  # where new disks go, so that snapshots and forks are reflinks
         self.images = SandboxImages(self.root, pool)  # where each disk is; whole-image copies
+        self.warm_root = data_dir / WARM_DIR
+        self.warm_root.mkdir(mode=PRIVATE, exist_ok=True)
+        os.chmod(self.warm_root, PRIVATE)
+        swept = self.images.sweep_warm(self.warm_root)
+        if swept:
+            log.info("removed %d warm sandbox director%s left by an earlier server", swept,
+                     "y" if swept == 1 else "ies")
+        self.warm: WarmStock | None = None  # directories made ahead; None: none kept
+        self.uids: UidTable | None = None  # set when sandboxes get uids of their own (as root)
+        # The journal's empty file, made ahead in a warm directory's state/ (SQLite stores only).
+        self.prefill_state: Callable[[Path], None] | None = None
+        # A warm directory's launch namespace (infra.launch_namespace), made from its workspace path;
+        # a claimed one waits here until its runtime's first launch takes it.
+        self.make_launch_ns: Callable[[str], int] | None = None
+        self._launch_ns: dict[str, int] = {}
         swept = self.images.sweep()
         if swept:
             log.info("removed %d disk image(s) a killed server left half-made", swept)
@@ -89,7 +121,12 @@ class SandboxDirectories:
     def create(self, sandbox_id: str, rootfs: dict | None = None, source: Path | None = None,
                adopt: bool = False) -> None:
         """Its directories and disk; ``source``: a disk image the new disk is a copy of (a snapshot),
-        or becomes (``adopt``: a fork's capture, made for it)."""
+        or becomes (``adopt``: a fork's capture, made for it). An empty one comes from the warm
+        stock when it has one of the size asked for."""
+        if source is None and self.warm is not None:
+            got = self.warm.take(self.warm_shape(rootfs))
+            if got is not None and self._adopt_warm(got[0], sandbox_id):
+                return
         self.path(sandbox_id).mkdir(mode=PRIVATE)
         self.state_dir(sandbox_id).mkdir(mode=PRIVATE)
         base = self.path(sandbox_id)
@@ -98,6 +135,62 @@ class SandboxDirectories:
             base = self.images.create(sandbox_id, size, source, adopt)
         make_parts(base)
         self.secure(sandbox_id)
+
+    # ---- warm directories (infra.warm_pool) ------------------------------------------------
+    def warm_shape(self, rootfs: dict | None) -> int:
+        """What a warm directory must match: its disk's size (0: no disks here)."""
+        return _aligned((rootfs or {}).get("disk_bytes") or DEFAULT_DISK_BYTES) if self.disks else 0
+
+    def make_warm(self, disk_bytes: int) -> WarmDirectory:
+        unit = self.warm_root / secrets.token_hex(8)
+        unit.mkdir(mode=PRIVATE)
+        uid = namespace = None
+        try:
+            (unit / "state").mkdir(mode=PRIVATE)
+            base = self.images.create_warm(unit, disk_bytes) if disk_bytes else unit
+            make_parts(base)
+            if self.uids is not None:
+                uid = self.uids.allot(unit.name)
+                chown_tree(base / "workspace", uid)
+                own_tmp(base / "workspace", uid)
+            if self.prefill_state is not None:
+                self.prefill_state(unit / "state")
+            if self.make_launch_ns is not None:
+                namespace = self.make_launch_ns(str(base / "workspace"))
+        except BaseException:
+            self.destroy_warm(WarmDirectory(unit, uid, namespace))
+            raise
+        return WarmDirectory(unit, uid, namespace)
+
+    def destroy_warm(self, unit: WarmDirectory) -> None:
+        if unit.launch_ns is not None:
+            os.close(unit.launch_ns)
+        self.images.destroy_warm(unit.path)
+        remove_path(str(unit.path))
+        if self.uids is not None:
+            self.uids.release(unit.uid, unit.path.name)
+
+    def _adopt_warm(self, unit: WarmDirectory, sandbox_id: str) -> bool:
+        """The warm directory (and its pooled image) renamed to the sandbox's. A rename the
+        filesystem refuses (the sandboxes dir on another mount) loses the unit, not the claim."""
+        try:
+            self.images.adopt_warm(unit.path, sandbox_id)
+            os.rename(unit.path, self.path(sandbox_id))
+        except OSError as exc:
+            log.warning("a warm sandbox directory could not be taken over (%s); making one", exc)
+            self.images.remove(sandbox_id)
+            self.destroy_warm(unit)
+            return False
+        if self.uids is not None and unit.uid is not None:
+            self.uids.hand_over(unit.uid, unit.path.name, sandbox_id)
+        if unit.launch_ns is not None:
+            self._launch_ns[sandbox_id] = unit.launch_ns
+        return True
+
+    def take_launch_ns(self, sandbox_id: str) -> int | None:
+        """The launch namespace made with the sandbox's warm directory, once (then it is the
+        runtime's, which closes it)."""
+        return self._launch_ns.pop(sandbox_id, None)
 
     def prepare(self, sandbox_id: str, rootfs: dict | None) -> None:
         """Its disk mounted (a paused sandbox's after a server restart, or a resumed one's)."""
@@ -172,7 +265,15 @@ class SandboxDirectories:
     def remove(self, sandbox_id: str) -> None:
         with self._lock:
             self._walks.pop(sandbox_id, None)
+        untaken = self._launch_ns.pop(sandbox_id, None)
+        if untaken is not None:  # its runtime never launched anything
+            os.close(untaken)
         path = self.path(sandbox_id)
+        if self.uids is not None:
+            try:
+                self.uids.release(os.stat(self.workspace(sandbox_id)).st_uid, sandbox_id)
+            except OSError:
+                pass
         self.images.remove(sandbox_id)  # its disk first: the removal must not walk into a mounted filesystem
         try:
             remove_path(str(path))

@@ -29,6 +29,7 @@ from .tree_walk import remove_path
 log = logging.getLogger(__name__)
 
 TEMP_PREFIX = ".tmp-"
+WARM_PREFIX = ".warm-"  # a warm unit's image in the pool, until a claim renames it to its sandbox's
 
 
 class SandboxImages:
@@ -81,6 +82,40 @@ class SandboxImages:
         mount_disk(image, point)
         clear_tmp(point)
         return point
+
+    # ---- warm units' disks (infra.warm_pool): made ahead, renamed to their sandbox's --------
+    def warm_image(self, unit_dir: Path) -> Path:
+        if self.pool is not None:
+            return self.pool.disks / f"{WARM_PREFIX}{unit_dir.name}.img"
+        return unit_dir / IMAGE_NAME  # moves with the unit's directory
+
+    def create_warm(self, unit_dir: Path, size: int) -> Path:
+        """An empty disk mounted at ``unit_dir/disk``; returns the mount point."""
+        return create_disk(self.warm_image(unit_dir), unit_dir / MOUNT_NAME, size)
+
+    def adopt_warm(self, unit_dir: Path, sandbox_id: str) -> None:
+        """The unit's pooled image becomes the sandbox's (its loop device follows the rename);
+        one beside the unit moves with its directory."""
+        if self.pool is not None:
+            os.replace(self.warm_image(unit_dir), self._new(sandbox_id))
+
+    def destroy_warm(self, unit_dir: Path) -> None:
+        unmount_disk(unit_dir / MOUNT_NAME)
+        self.warm_image(unit_dir).unlink(missing_ok=True)
+
+    def sweep_warm(self, warm_root: Path) -> int:
+        """Start-up: every warm unit a killed server left (mounted or not) and its image."""
+        removed = 0
+        for entry in os.scandir(warm_root):
+            if entry.is_dir(follow_symlinks=False):
+                self.destroy_warm(Path(entry.path))
+                remove_path(entry.path)
+                removed += 1
+        if self.pool is not None:
+            for entry in os.scandir(self.pool.disks):
+                if entry.name.startswith(WARM_PREFIX) and entry.name.endswith(".img"):
+                    os.unlink(entry.path)
+        return removed
 
     def mount(self, sandbox_id: str) -> None:
         image = self.image(sandbox_id)

@@ -40,6 +40,9 @@ class Settings:
     exposure_port: int = 0  # the port public URLs name (0: the port this server listens on)
     allow_local_webhooks: bool = False
     metrics_interval: float = 15.0
+    # Sandboxes' worth of networks, cgroups, uids and directories made ahead, per template in use
+    # (infra/warm_pool.py); 0: every claim makes its own.
+    warm_pool: int = 2
 
     @property
     def clustered(self) -> bool:

@@ -92,6 +92,8 @@ class VolumeBinding:
                 if point == WORKSPACE:
                     target = workspace_dir
                     self._workspaces[sandbox_id] = source
+                    if confinement is not None:  # a launch namespace made before this bind lacks it
+                        confinement.volume_at_workspace = True
                 else:
                     staging.mkdir(mode=0o711, exist_ok=True)  # bwrap (the sandbox's uid) walks through it
                     target = str(staging / str(index))

@@ -19,8 +19,8 @@ if os.geteuid() != 0 or not all(shutil.which(t) for t in ("bwrap", "ip", "nft", 
 NETNS_ENV = {"SESSIOND_NETWORK": "netns"}  # fail loudly rather than fall back to the host's network
 
 
-def netns_server(data_dir) -> ServerProcess:
-    return ServerProcess(data_dir, token=TOKEN, runtime="bwrap", extra_env=NETNS_ENV)
+def netns_server(data_dir, *args: str) -> ServerProcess:
+    return ServerProcess(data_dir, token=TOKEN, runtime="bwrap", extra_env=NETNS_ENV, extra_args=args)
 
 
 @pytest.fixture(scope="module")

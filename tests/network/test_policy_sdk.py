@@ -24,7 +24,9 @@ ALLOW_ALL = SandboxNetworkPolicy(mode=SandboxNetworkPolicyMode.ALLOW_ALL)
 
 @pytest.fixture
 def own_server(tmp_path):
-    proc = netns_server(tmp_path / "data")
+    # These count every namespace and chain the server has: without a warm pool, whose units are
+    # no sandbox's yet (tests/security/test_warm_pool.py, tests/network/test_warm_network.py).
+    proc = netns_server(tmp_path / "data", "--warm-pool", "0")
     proc.start()
     yield proc
     stop_and_clean(proc)

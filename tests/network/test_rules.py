@@ -21,7 +21,7 @@ POLICIES = [
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_nft_accepts_the_table_and_a_sandbox_chain_for_every_policy_shape(policy):
-    script = (nft_rules.base_table(TABLE)
+    script = (nft_rules.base_table(TABLE, 7)
               + nft_rules.attach_sandbox(TABLE, 7, "sbx7", "10.200.0.30", policy)
               + nft_rules.policy_rules(TABLE, 7, "10.200.0.30", policy))
     done = subprocess.run(["nft", "-c", "-f", "-"], input=script, capture_output=True, text=True, timeout=30)
@@ -51,7 +51,7 @@ def test_resolvers_on_the_host_loopback_or_link_local_are_reported_unreachable(t
 def test_nft_accepts_the_per_sandbox_flow_limits_and_a_policy_change_leaves_them_alone():
     limits = nft_rules.FlowLimits(conntrack_max=512, new_flows_per_second=200)
     attach = nft_rules.attach_sandbox(TABLE, 7, "sbx7", "10.200.0.30", POLICIES[0], limits)
-    script = nft_rules.base_table(TABLE) + attach + nft_rules.detach_sandbox(TABLE, 7, "sbx7")
+    script = nft_rules.base_table(TABLE, 7) + attach + nft_rules.detach_sandbox(TABLE, 7, "sbx7")
     done = subprocess.run(["nft", "-c", "-f", "-"], input=script, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr + "\n" + script
     assert "ct state new ct count over 512 drop" in attach
