@@ -37,6 +37,7 @@ from .rootfs_snapshots import RootfsSnapshots
 from .runtime_factory import RuntimeFactory
 from .runtime_transitions import MIN_FREE_BYTES, RuntimeTransitions
 from .sandbox_registry import Retirement, SandboxRegistry
+from .sandbox_store import SandboxStore
 from .store_faults import store_error
 from .templates import NoImages, NoTeamTemplates, Templates
 from .volumes import NoVolumes
@@ -133,27 +134,17 @@ class SandboxManager:
 
     async def _claim(self, sandbox_id: str, template: str, config: dict, plan, team_id: str, source) -> Sandbox:
         factory = self.factory
-        await asyncio.to_thread(self.files.admit)  # 507 before the server's own disk reserve is used
         if plan.note:
             log.warning("sandbox %s: %s", sandbox_id, plan.note)
+        store = await asyncio.to_thread(self._new_store, sandbox_id, config["rootfs"], source)
+        store.sandbox = Sandbox.claim(sandbox_id, template, config, self.clock.now_ns(), team_id)
         try:
-            await asyncio.to_thread(self.files.create, sandbox_id, config["rootfs"], source)
-            store = await asyncio.to_thread(factory.open_store, sandbox_id)
-        except Exception as exc:  # a full disk cannot even hold a new store: 507
-            await asyncio.to_thread(factory.remove_files, sandbox_id)
-            if isinstance(exc, FileNotFoundError) and source is not None:
-                raise SnapshotNotFoundError() from exc  # the snapshot was deleted meanwhile
-            raise store_error(exc) from exc
-        free = await asyncio.to_thread(store.free_bytes)
-        if free is not None and free < MIN_FREE_BYTES:  # it would hold the sandbox, not run it
+            runtime = factory.build(sandbox_id, store)
+        except BaseException:  # its isolation could not be made: nothing of it stays
             await asyncio.to_thread(store.close)
             await asyncio.to_thread(factory.remove_files, sandbox_id)
-            raise InsufficientStorageError(
-                f"not enough free space for a new sandbox: {free} bytes free, {MIN_FREE_BYTES} needed")
-        if not await asyncio.to_thread(self.ownership.acquire, sandbox_id):  # a new id: never taken
-            raise UnavailableError("the new sandbox's lease could not be taken")
-        store.sandbox = Sandbox.claim(sandbox_id, template, config, self.clock.now_ns(), team_id)
-        runtime = factory.build(sandbox_id, store)
+            await asyncio.to_thread(self.ownership.forget, sandbox_id)
+            raise
         try:
             await self.network.attach(runtime)
             self.registry.activate(runtime)
@@ -163,6 +154,33 @@ class SandboxManager:
             await self.registry.retire(sandbox_id, Retirement.FAILED_CLAIM, runtime=runtime)
             raise
         return store.sandbox
+
+    def _new_store(self, sandbox_id: str, rootfs: dict, source) -> SandboxStore:
+        """What a claim makes that blocks, in one worker thread (each hand-off to a thread and back
+        costs the claim a wake-up of the loop): the room checked, the directory and disk made, the
+        store opened, the lease taken. A failure leaves nothing of it."""
+        factory = self.factory
+        self.files.admit()  # 507 before the server's own disk reserve is used
+        try:
+            self.files.create(sandbox_id, rootfs, source)
+            store = factory.open_store(sandbox_id)
+        except Exception as exc:  # a full disk cannot even hold a new store: 507
+            factory.remove_files(sandbox_id)
+            if isinstance(exc, FileNotFoundError) and source is not None:
+                raise SnapshotNotFoundError() from exc  # the snapshot was deleted meanwhile
+            raise store_error(exc) from exc
+        free = store.free_bytes()
+        problem = None
+        if free is not None and free < MIN_FREE_BYTES:  # it would hold the sandbox, not run it
+            problem = InsufficientStorageError(
+                f"not enough free space for a new sandbox: {free} bytes free, {MIN_FREE_BYTES} needed")
+        elif not self.ownership.acquire(sandbox_id):  # a new id: never taken
+            problem = UnavailableError("the new sandbox's lease could not be taken")
+        if problem is not None:
+            store.close()
+            factory.remove_files(sandbox_id)
+            raise problem
+        return store
 
     async def usage(self, sandbox_id: str) -> dict[str, int]:
         """Workspace disk use, and while running the cgroups' memory and process counts."""
