@@ -215,18 +215,24 @@ class SandboxRegistry:
                 await self._pipeline.flush(runtime.store)  # calls waiting on a commit get their answer
             except Exception as exc:  # a full disk must not keep a sandbox alive: it goes anyway
                 log.warning("sandbox %s: deleting without its last events: %s", sandbox_id, exc)
-            await runtime.close()
-        await asyncio.to_thread(self._forget_journal, sandbox_id)
-        await asyncio.to_thread(self._ownership.forget, sandbox_id)
+            runtime.store.released = True  # nothing more is staged: its journal is going
+        # The journal's files are unlinked while its store may still be open (SQLite closes an
+        # unlinked database cleanly, and writes nothing by name): the store closes after the answer.
+        await asyncio.to_thread(self._forget, sandbox_id)
         # Its volumes are free at once (a claim on this node or another may bind them next): its
         # processes are SIGKILLed already, so none of them writes to a volume again.
         await self._unbind_volumes(sandbox_id)
         self._retiring[sandbox_id] = self._tasks.spawn(self._finish_delete(sandbox_id, runtime),
                                                        f"tear-down of {sandbox_id}")
 
+    def _forget(self, sandbox_id: str) -> None:
+        self._forget_journal(sandbox_id)
+        self._ownership.forget(sandbox_id)
+
     async def _finish_delete(self, sandbox_id: str, runtime: SandboxRuntime | None) -> None:
         try:
             if runtime is not None:
+                await runtime.close()
                 await runtime.reap()
                 await self._network.detach(sandbox_id)
             await self._remove(sandbox_id, unbind=False)

@@ -32,6 +32,7 @@ from .common import Report, percentile
 
 U = "/api/v1/sandboxes"
 ECHO = {"command": ["echo", "ready"]}
+SLEEP = {"command": ["sleep", "600"]}
 SETTLE_S = 0.1  # between samples: the pool refills (and a delete's work ends) as between real claims
 
 
@@ -65,8 +66,9 @@ def floor_once(argv: list[str]) -> float:
     return elapsed
 
 
-def claim_once(http: httpx.Client) -> tuple[float, float, float]:
-    """Seconds from the claim's request to its 201, to the session's 201, to the first output event."""
+def claim_once(http: httpx.Client) -> tuple[float, float, float, float]:
+    """Seconds from the claim's request to its 201, to the session's 201, to the first output event;
+    and the delete's, from its request to its 202, of the sandbox with a process still running."""
     started = time.perf_counter()
     sandbox = ok(http.post(U, json={"template": "default"}), 201, allow_nulls=True)["sandbox_id"]
     claimed = time.perf_counter()
@@ -79,8 +81,10 @@ def claim_once(http: httpx.Client) -> tuple[float, float, float]:
             if time.perf_counter() - started > 60:
                 raise TimeoutError(f"no output from {sandbox} within 60 s")
     seen = time.perf_counter()
+    ok(http.post(f"{U}/{sandbox}/sessions", json=SLEEP), 201)  # outside the clock: something to end
+    deleting = time.perf_counter()
     ok(http.delete(f"{U}/{sandbox}"), 202)
-    return claimed - started, created - started, seen - started
+    return claimed - started, created - started, seen - started, time.perf_counter() - deleting
 
 
 def servers(work: Path) -> dict[str, ServerProcess]:
@@ -111,8 +115,10 @@ def claim_to_output(work: Path, rounds: int) -> Report:
             "p90": report.figure(f"claim -> output p90, {name}", "ms", higher_is_better=False),
             "claim": report.figure(f"  claim's 201 p50, {name}", "ms", higher_is_better=False),
             "create": report.figure(f"  + session's 201 p50, {name}", "ms", higher_is_better=False),
+            "delete": report.figure(f"delete (a process running) until its 202, p50, {name}", "ms",
+                                    higher_is_better=False),
         }
-    samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in procs}
+    samples: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in procs}
     floors: list[float] = []
     argv = floor_argv()
     clients: dict[str, httpx.Client] = {}
@@ -142,6 +148,7 @@ def claim_to_output(work: Path, rounds: int) -> Report:
         figs["p90"].runs = [1000 * percentile([s[2] for s in got], 90)]
         figs["claim"].runs = [1000 * percentile([s[0] for s in got], 50)]
         figs["create"].runs = [1000 * percentile([s[1] for s in got], 50)]
+        figs["delete"].runs = [1000 * percentile([s[3] for s in got], 50)]
     report.notes.append(f"{rounds} rounds, the variants and the floor interleaved, {SETTLE_S * 1000:.0f} ms "
                         f"between samples")
     return report
