@@ -18,6 +18,7 @@ its data dir: an answered delete is never undone.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import enum
 import logging
 from types import MappingProxyType
@@ -90,6 +91,8 @@ class SandboxRegistry:
         self._failed: dict[str, FailedSandbox] = {}
         self._gates: dict[str, RuntimeGate] = {}
         self._retiring: dict[str, asyncio.Task] = {}  # deletes answered, their tear-down still running
+        self._order: list[tuple[int, str]] = []  # (-created_ns, id) of every sandbox above, sorted
+        self._in_order: set[str] = set()
         self._tasks = TaskOwner("sandbox registry")
         # Read-only views: only this class changes the tables (tests/test_layering.py checks it).
         self.running: Mapping[str, SandboxRuntime] = MappingProxyType(self._running)
@@ -124,10 +127,19 @@ class SandboxRegistry:
         return runtime
 
     def list(self) -> list[Sandbox]:
-        sandboxes = [runtime.store.sandbox for runtime in self._running.values()]
-        sandboxes.extend(self._parked.values())
-        sandboxes.extend(self._failed.values())
-        return sorted(sandboxes, key=lambda sb: (-sb.created_ns, sb.id))
+        """Every sandbox known here, newest first (kept in that order as they come and go: a list
+        costs no sort however many there are)."""
+        return [self.sandbox(sandbox_id) for _key, sandbox_id in self._order]
+
+    def _listed(self, sandbox: Sandbox) -> None:
+        if sandbox.id not in self._in_order:
+            self._in_order.add(sandbox.id)
+            bisect.insort(self._order, (-sandbox.created_ns, sandbox.id))
+
+    def _unlisted(self, sandbox_id: str, created_ns: int) -> None:
+        if sandbox_id in self._in_order:
+            self._in_order.discard(sandbox_id)
+            del self._order[bisect.bisect_left(self._order, (-created_ns, sandbox_id))]
 
     def gate(self, sandbox_id: str) -> RuntimeGate:
         """The sandbox's gate (made on first use: callers check ``knows`` first)."""
@@ -143,11 +155,13 @@ class SandboxRegistry:
         self._parked.pop(sandbox_id, None)
         self._failed.pop(sandbox_id, None)
         self._running[sandbox_id] = runtime
+        self._listed(runtime.store.sandbox)
 
     def park(self, sandbox: Sandbox) -> None:
         """A sandbox known here with no runtime: paused, or a fork's child, or found paused at start."""
         self._failed.pop(sandbox.id, None)
         self._parked[sandbox.id] = sandbox
+        self._listed(sandbox)
 
     def replace_record(self, sandbox: Sandbox, expected: Sandbox) -> None:
         """A parked sandbox's record after a committed change (only if it is still ``expected``)."""
@@ -156,6 +170,7 @@ class SandboxRegistry:
 
     def fail(self, failed: FailedSandbox) -> None:
         self._failed[failed.id] = failed
+        self._listed(failed)
 
     def recover(self, sandbox_id: str) -> None:
         """A failed sandbox whose store opened after all."""
@@ -163,7 +178,9 @@ class SandboxRegistry:
 
     def forget_stale(self, sandbox_id: str) -> None:
         """What this node knew of a parked sandbox is stale (another node has it, or it is gone)."""
-        self._parked.pop(sandbox_id, None)
+        stale = self._parked.pop(sandbox_id, None)
+        if stale is not None and sandbox_id not in self._running:
+            self._unlisted(sandbox_id, stale.created_ns)
 
     # ---- the one tear-down ---------------------------------------------------------------------------
     async def retire(self, sandbox_id: str, how: Retirement, *, runtime: SandboxRuntime | None = None,
@@ -173,11 +190,16 @@ class SandboxRegistry:
         failed half-way); ``record``: the paused record a ``PAUSED`` retirement parks."""
         registered = self._running.pop(sandbox_id, None)
         runtime = runtime or registered
+        known = registered.store.sandbox if registered is not None else \
+            self._parked.get(sandbox_id) or self._failed.get(sandbox_id)
         if how is Retirement.PAUSED:
             self._parked[sandbox_id] = record
-        elif how.removes_sandbox:
-            self._parked.pop(sandbox_id, None)
-            self._failed.pop(sandbox_id, None)
+        else:
+            if how.removes_sandbox:
+                self._parked.pop(sandbox_id, None)
+                self._failed.pop(sandbox_id, None)
+            if known is not None and not self.knows(sandbox_id):
+                self._unlisted(sandbox_id, known.created_ns)
         if runtime is not None:
             if how.records_nothing:
                 runtime.store.released = True  # the lease or the claim is gone: nothing more is committed
