@@ -215,5 +215,6 @@ class SandboxManager:
         self.factory.hub.close_all("shutdown")
         await asyncio.gather(*(self.registry.retire(sandbox_id, Retirement.SHUTDOWN)
                                for sandbox_id in list(self.registry.running)))
+        await self.network.settle()  # the removals of paused sandboxes' networks end first
         await self.networks.close()
         await asyncio.to_thread(self.files.close)  # the sandboxes' own disks

@@ -7,6 +7,7 @@ is recorded: a failed change leaves the old policy both enforced and stored.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Callable
 
@@ -14,6 +15,7 @@ from .model.errors import UnavailableError
 from .model.network import effective_policy
 from .model.sandbox import Sandbox
 from .ports import SandboxNetworks
+from .task_owner import TaskOwner
 
 if TYPE_CHECKING:
     from .sandbox_runtime import SandboxRuntime
@@ -51,11 +53,19 @@ class NoNetworks:
 
 class SandboxNetworking:
     """The manager's view of its sandboxes' networks: attach at a runtime's start, detach at its
-    end, apply a change to a running one (``is_running``: has an open runtime)."""
+    end, apply a change to a running one (``is_running``: has an open runtime).
+
+    Removing a namespace, its veth pair and its rules takes tens of milliseconds of ``ip`` and
+    ``nft``, and nothing waits for it once the runtime's processes are gone: a pause or a delete
+    answers first (``detach_later``), and the sandbox's next ``attach`` (a resume) waits for that
+    removal to end, so a new namespace never meets the old one. A server killed meanwhile removes
+    every namespace of its data dir at its next start."""
 
     def __init__(self, networks: SandboxNetworks, is_running: Callable[[str], bool]) -> None:
         self.networks = networks
         self.is_running = is_running
+        self._tasks = TaskOwner("sandbox networks")
+        self._detaching: dict[str, asyncio.Task] = {}  # sandbox id -> its removal after the answer
 
     @staticmethod
     def policy_of(sandbox: Sandbox) -> dict:
@@ -64,6 +74,9 @@ class SandboxNetworking:
     async def attach(self, runtime: SandboxRuntime) -> None:
         """Before any attempt of the runtime starts: its sessions join this network."""
         sandbox = runtime.store.sandbox
+        pending = self._detaching.get(sandbox.id)
+        if pending is not None:  # the last runtime's network is still being removed
+            await asyncio.wait([pending])
         try:
             # The launcher looks the namespace up at each launch (infra.bubblewrap).
             await self.networks.attach(sandbox.id, self.policy_of(sandbox))
@@ -76,6 +89,18 @@ class SandboxNetworking:
             await self.networks.detach(sandbox_id)
         except Exception:  # the next server start removes what is left (infra.netns)
             log.exception("sandbox %s: its network could not be removed", sandbox_id)
+
+    def detach_later(self, sandbox_id: str) -> None:
+        """Remove the network of a runtime whose processes are gone, without waiting for it."""
+        task = self._tasks.spawn(self.detach(sandbox_id), f"network removal of {sandbox_id}")
+        self._detaching[sandbox_id] = task
+        task.add_done_callback(lambda done: self._detaching.pop(sandbox_id, None)
+                               if self._detaching.get(sandbox_id) is done else None)
+
+    async def settle(self) -> None:
+        """Shutdown: every removal begun is ended (before the networks themselves close)."""
+        await self._tasks.wait(30.0)
+        await self._tasks.close()
 
     async def apply(self, sandbox_id: str, policy: dict) -> None:
         if not self.is_running(sandbox_id):  # paused: the next runtime starts with the stored policy

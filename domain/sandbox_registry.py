@@ -46,13 +46,14 @@ class Retirement(enum.Enum):
 
     | how          | streams end | processes | last events   | store   | network | files, volumes | lease    | gate |
     | DELETED      | "deleted"   | killed    | committed     | removed | removed | removed (*)    | forgot   | gone |
-    | PAUSED       | (the hook)  | (the hook)| (sealed)      | sealed  | removed | kept           | released | kept |
+    | PAUSED       | (the hook)  | (the hook)| (sealed)      | sealed  | removed (*)| kept          | released | kept |
     | SHUTDOWN     | "shutdown"  | killed    | + snapshots   | closed  | removed | kept           | kept     | kept |
     | HANDED_OVER  | "shutdown"  | killed    | none (fenced) | closed  | removed | kept           | kept     | gone |
     | FAILED_START | "shutdown"  | killed    | none          | closed  | removed | kept           | kept     | kept |
     | FAILED_CLAIM | —           | killed    | none          | removed | removed | removed        | forgot   | gone |
 
-    (*) volumes unbound before the answer, the rest after it.
+    (*) after the answer: a delete unbinds volumes before it and removes the rest after it; a
+    pause removes the network after it (a resume waits for that).
     """
 
     DELETED = "deleted"
@@ -228,7 +229,10 @@ class SandboxRegistry:
             except Exception:
                 log.exception("sandbox %s: the final commit failed", runtime.sandbox_id)
         await runtime.close()
-        await self._network.detach(runtime.sandbox_id)
+        if how is Retirement.PAUSED:  # its processes are gone: a resume waits for the removal
+            self._network.detach_later(runtime.sandbox_id)
+        else:
+            await self._network.detach(runtime.sandbox_id)
 
     async def _retire_deleted(self, sandbox_id: str, runtime: SandboxRuntime | None) -> None:
         """Gone from the books now (journal and lease); the rest after the answer."""

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import (bench_claim, bench_cli, bench_cluster, bench_density, bench_echo, bench_faults, bench_image_start,
-               bench_ingest, bench_ingress, bench_netns, bench_pty, bench_replay, bench_restart, bench_rootfs, bench_run,
-               bench_sandbox_start, bench_sessions, bench_volume_bind)
+               bench_ingest, bench_ingress, bench_netns, bench_pause, bench_pty, bench_replay, bench_restart,
+               bench_rootfs, bench_run, bench_sandbox_start, bench_sessions, bench_volume_bind)
 from .common import MIB
 
 
@@ -64,13 +64,14 @@ class Sizes:
     rootfs_rounds: int = 10
     claim_rounds: int = 3  # claim -> first output event, per variant
     density: int = 10  # live sandboxes, each with a session
+    pause_rounds: int = 3  # pause/resume cycles of a sandbox with a PTY shell
 
 
 FULL = Sizes(pipe_bytes=1024 * MIB, pty_bytes=64 * MIB, runs=3, echo_count=1000, echo_warmup=100,
              sessions=1000, replay_bytes=64 * MIB, restart_sessions=1000, restart_short=16,
              restart_long=1024, cli_calls=100, start_rounds=200, install=True, extras=True, netns_starts=100,
              pty_runs=9, pipe_runs=5, random_bytes=256 * MIB, pty_line_bytes=32 * MIB, image_starts=50,
-             volume_binds=30, claim_rounds=60, density=1000)
+             volume_binds=30, claim_rounds=60, density=1000, pause_rounds=30)
 SMOKE = Sizes(pipe_bytes=16 * MIB, pty_bytes=2 * MIB, runs=1, echo_count=30, echo_warmup=5,
               sessions=20, replay_bytes=2 * MIB, restart_sessions=10, restart_short=4,
               restart_long=64, cli_calls=5, start_rounds=5, install=False, extras=False, netns_starts=3,
@@ -98,6 +99,7 @@ BENCHMARKS = {
     "ingress": lambda w, s: bench_ingress.ingress_cost(w, s.ingress_requests, s.ingress_blob),
     "rootfs": lambda w, s: bench_rootfs.rootfs_copies(w, s.rootfs_fill, s.rootfs_rounds),
     "claim": lambda w, s: bench_claim.claim_to_output(w, s.claim_rounds),
+    "pause": lambda w, s: bench_pause.pause_resume(w, s.pause_rounds),
     "density": lambda w, s: bench_density.density(w, s.density),
     "cluster": lambda w, s: bench_cluster.cluster_bench(w, s.cluster_pipe_bytes, s.runs, s.echo_count,
                                                         s.echo_warmup, s.cluster_long, s.cluster_short),

@@ -13,7 +13,7 @@ from sandbox0.apispec.models.sandbox_network_policy_mode import SandboxNetworkPo
 
 from session_supervisor.infra.netns import NETNS_DIR, instance_tag
 from tests.conftest import make_http
-from tests.helpers import TOKEN, err, ok
+from tests.helpers import TOKEN, err, ok, wait_for
 
 from .conftest import netns_server, stop_and_clean
 from .netlab import is_open, probe, sandbox_netns, sh, wait_gone
@@ -64,7 +64,8 @@ def test_update_network_policy_closes_new_connections_and_survives_pause_resume_
         assert not reaches(own_server, sb.id, test_host.target)  # the same running sandbox
 
         client.sandboxes.pause_and_wait(sb.id, timeout_sec=30)
-        assert our_netns(own_server) == [], "a paused sandbox has no runtime, so no network"
+        # A paused sandbox has no runtime, so no network (removed right after the pause's answer).
+        wait_for(lambda: our_netns(own_server) == [], timeout=10, describe=lambda: our_netns(own_server))
         client.sandboxes.resume_and_wait(sb.id, timeout_sec=30)
         assert sb.get_network_policy().mode == SandboxNetworkPolicyMode.BLOCK_ALL
         assert not reaches(own_server, sb.id, test_host.target)
