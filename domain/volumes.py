@@ -11,11 +11,13 @@ first (507). Records and disks are the ``VolumeStore``'s, this node's mounts the
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from typing import Callable
 
 from .model.access import Principal
+from .model.errors import InsufficientStorageError, UnavailableError
 from .model.timefmt import rfc3339
 from .model.volumes import (
     Binding,
@@ -35,6 +37,21 @@ log = logging.getLogger(__name__)
 
 DEFAULT_SIZE = 8 * 2**30
 DEFAULT_QUOTA = 256 * 2**30
+
+
+@contextmanager
+def disk_errors(what: str):
+    """A disk that could not be made, copied or mounted: 507 when the host's disk is full, else 503
+    with the tool's own words (a retry may succeed), never a bare 500."""
+    try:
+        yield
+    except FileNotFoundError as exc:  # the volume was deleted meanwhile
+        raise VolumeNotFoundError() from exc
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise InsufficientStorageError(f"{what}: no space left on the server's disk ({reason})") from exc
+        raise UnavailableError(f"{what}: {reason}") from exc
 
 
 class NoVolumes:
@@ -110,8 +127,9 @@ class Volumes:
                         access_mode=access_mode, size_bytes=size, created_ns=now, updated_ns=now,
                         default_posix_uid=posix[0], default_posix_gid=posix[1])
         await asyncio.to_thread(self.admit_space)
-        await asyncio.to_thread(self.store.create, volume, lambda: self._check_quota(volume.team_id, size),
-                                source_snapshot=(source.volume_id, source.id) if source else None)
+        with disk_errors("the volume's disk could not be made"):
+            await asyncio.to_thread(self.store.create, volume, lambda: self._check_quota(volume.team_id, size),
+                                    source_snapshot=(source.volume_id, source.id) if source else None)
         return volume
 
     def _find_snapshot(self, principal: Principal, snapshot_id: str) -> VolumeSnapshot:
@@ -134,9 +152,10 @@ class Volumes:
                             size_bytes=source.size_bytes, created_ns=now, updated_ns=now,
                             source_volume_id=source.id, default_posix_uid=uid, default_posix_gid=gid)
             await asyncio.to_thread(self.admit_space)
-            await asyncio.to_thread(self.store.create, volume,
-                                    lambda: self._check_quota(volume.team_id, volume.size_bytes),
-                                    source_volume=source.id, freeze=self.mounts.frozen)
+            with disk_errors("the volume's disk could not be copied"):
+                await asyncio.to_thread(self.store.create, volume,
+                                        lambda: self._check_quota(volume.team_id, volume.size_bytes),
+                                        source_volume=source.id, freeze=self.mounts.frozen)
             return volume
 
     async def delete(self, principal: Principal, volume_id: str, force: bool = False) -> None:
@@ -169,8 +188,10 @@ class Volumes:
                                       description=description, size_bytes=0, volume_size_bytes=volume.size_bytes,
                                       created_ns=self.clock_ns())
             await asyncio.to_thread(self.admit_space)
-            return await asyncio.to_thread(self.store.create_snapshot, snapshot,
-                                           lambda size: self._check_quota(volume.team_id, size), self.mounts.frozen)
+            with disk_errors("the volume's disk could not be copied"):
+                return await asyncio.to_thread(self.store.create_snapshot, snapshot,
+                                               lambda size: self._check_quota(volume.team_id, size),
+                                               self.mounts.frozen)
 
     async def snapshots(self, principal: Principal, volume_id: str) -> list[VolumeSnapshot]:
         await self.get(principal, volume_id)
@@ -202,14 +223,16 @@ class Volumes:
                 raise VolumeConflictError(f"sandboxvolume is mounted by a running sandbox ({', '.join(live)}): "
                                           "pause or delete it before a restore", active_mounts(volume))
             await asyncio.to_thread(self.mounts.release, volume_id)
-            await asyncio.to_thread(self.store.restore, volume_id, snapshot_id)
+            with disk_errors("the snapshot's disk could not be copied"):
+                await asyncio.to_thread(self.store.restore, volume_id, snapshot_id)
 
     # ---- the file API --------------------------------------------------------------------------
     @asynccontextmanager
     async def files(self, principal: Principal, volume_id: str):
         """The host path of the volume's root, mounted here for as long as the block runs."""
         await self.get(principal, volume_id)
-        root = await asyncio.to_thread(self.mounts.attach, volume_id)
+        with disk_errors("the volume's disk could not be mounted"):
+            root = await asyncio.to_thread(self.mounts.attach, volume_id)
         try:
             yield root
         finally:

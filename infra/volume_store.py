@@ -32,7 +32,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import subprocess
 import uuid
 from contextlib import contextmanager, nullcontext
@@ -41,6 +40,7 @@ from typing import Callable
 
 from session_supervisor.domain.model.volumes import Binding, Volume, VolumeSnapshot, VolumeSnapshotNotFoundError
 
+from . import loop_mount
 from .checkpoint import fsync_dir, write_atomic
 from .rootfs import mount_points
 from .tree_walk import remove_path
@@ -119,7 +119,6 @@ class VolumeFiles:
                     _copy(self.image(source_volume), image)
             else:
                 format_disk(image, volume.size_bytes)
-                _without_lost_and_found(image, staging)
             write_atomic(staging / RECORD, _encode(volume))
             (staging / "snapshots").mkdir()
             with self.lock():
@@ -255,14 +254,21 @@ def _tool(argv: list[str], what: str) -> None:
 
 
 def format_disk(image: Path, size: int) -> None:
-    """A sparse ext4 image of ``size`` bytes: only what is written takes space."""
+    """A sparse, empty ext4 image of ``size`` bytes: only what is written takes space. mkfs makes
+    ``lost+found``; debugfs removes it from the image itself (e2fsck makes it again when it needs
+    one), with no loop device or mount to set up and tear down."""
     with open(image, "wb") as f:
         f.truncate(size)
     _tool([*MKFS, str(image)], "mkfs.ext4")
+    _tool(["debugfs", "-w", "-R", "rmdir lost+found", str(image)], "debugfs")
 
 
 def mount_image(image: Path, point: Path) -> None:
-    _tool(["mount", "-o", "loop,nosuid,nodev,noatime", str(image), str(point)], "mount")
+    """Mounted through a loop device of its own, as the sandboxes' disks are (``infra.loop_mount``)."""
+    try:
+        loop_mount.mount_image(str(image), str(point), data="")
+    except loop_mount.LoopUnsupported:
+        _tool(["mount", "-o", "loop,nosuid,nodev,noatime", str(image), str(point)], "mount")
 
 
 def _encode(volume: Volume) -> bytes:
@@ -278,15 +284,3 @@ def _copy(source: Path, target: Path) -> None:
         message = result.stderr.strip() or f"cp exited with {result.returncode}"
         raise VolumeDiskError(errno.ENOSPC if "No space left" in message else errno.EIO,
                               f"copying the volume's disk failed: {message}")
-
-
-def _without_lost_and_found(image: Path, staging: Path) -> None:
-    """mkfs makes ``lost+found``; a new volume starts empty (e2fsck makes it again when it needs one)."""
-    point = staging / "mnt"
-    point.mkdir()
-    mount_image(image, point)
-    try:
-        shutil.rmtree(point / "lost+found", ignore_errors=True)
-    finally:
-        subprocess.run(["umount", str(point)], capture_output=True, timeout=60, check=False)
-        point.rmdir()
