@@ -53,7 +53,7 @@ class Retirement(enum.Enum):
     | FAILED_CLAIM | —           | killed    | none          | removed | removed | removed        | forgot   | gone |
 
     (*) after the answer: a delete unbinds volumes before it and removes the rest after it; a
-    pause removes the network after it (a resume waits for that).
+    pause releases the network's name before it and removes the rest after it.
     """
 
     DELETED = "deleted"
@@ -229,8 +229,8 @@ class SandboxRegistry:
             except Exception:
                 log.exception("sandbox %s: the final commit failed", runtime.sandbox_id)
         await runtime.close()
-        if how is Retirement.PAUSED:  # its processes are gone: a resume waits for the removal
-            self._network.detach_later(runtime.sandbox_id)
+        if how is Retirement.PAUSED:  # its processes are gone: the namespace goes after the answer
+            await self._network.detach_later(runtime.sandbox_id)
         else:
             await self._network.detach(runtime.sandbox_id)
 

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 NETNS_DIR = "/run/netns"
 LOCK_PATH = "/run/sessiond-netns.lock"
 IFACE_PREFIX = "sbx"
+GONE_INFIX = "gone-"  # a namespace given up by its sandbox, being removed
 WARM_INFIX = "warm-"  # sessiond-<tag>-warm-<hex>: a namespace made ahead, before its sandbox is known
 SLOTS = 2 ** 14  # /30s in 10.200.0.0/16
 _BASE = int(ipaddress.ip_address("10.200.0.0"))
@@ -174,6 +175,27 @@ class NetnsNetworks:
 
     async def detach(self, sandbox_id: str) -> None:
         await asyncio.to_thread(self._detach, sandbox_id)
+
+    async def release(self, sandbox_id: str) -> SandboxNet | None:
+        """The sandbox's name given up now, its namespace renamed aside (``…-gone-…``): the next
+        runtime's ``attach`` makes its own under that name while this one is ``destroy``ed. A
+        server killed in between removes it at its next start (it has this server's prefix)."""
+        return await asyncio.to_thread(self._release, sandbox_id)
+
+    async def destroy(self, released: SandboxNet) -> None:
+        await asyncio.to_thread(self._destroy, released)
+
+    def _release(self, sandbox_id: str) -> SandboxNet | None:
+        net = self.nets.pop(sandbox_id, None)
+        if net is None:
+            return None
+        aside = f"{self.prefix}{GONE_INFIX}{secrets.token_hex(8)}"
+        try:
+            rename_netns(net.name, aside)
+        except OSError:
+            self._destroy(net)
+            return None
+        return SandboxNet(aside, net.slot, net.iface)
 
     def _attach(self, sandbox_id: str, policy: dict) -> str:
         if sandbox_id in self.nets:
