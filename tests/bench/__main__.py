@@ -1,7 +1,7 @@
 """Run the benchmark suite: ``python -m tests.bench`` (full) or ``--smoke`` (seconds, CI).
 
 Each benchmark prints its figures with the baselines measured in the same run and the
-ratios between them. ``--only pipe,pty,echo,sessions,replay,restart,cli,run,netns,start,image,volume,fairness,rss,store,ingress,rootfs,claim,density,cluster``
+ratios between them. ``--only pipe,pty,echo,sessions,replay,restart,cli,run,netns,start,image,volume,fairness,rss,store,ingress,rootfs,claim,pause,density,cluster``
 picks some;
 ``--json FILE`` also writes every run's numbers.
 """
@@ -77,7 +77,7 @@ SMOKE = Sizes(pipe_bytes=16 * MIB, pty_bytes=2 * MIB, runs=1, echo_count=30, ech
               restart_long=64, cli_calls=5, start_rounds=5, install=False, extras=False, netns_starts=3,
               unknown_ids=500, storm_bytes=96 * MIB, store_bytes=16 * MIB, cluster_pipe_bytes=8 * MIB,
               cluster_long=200, cluster_short=10, run_rounds=1, ingress_requests=20, ingress_blob=4 * MIB,
-              image_starts=3, volume_binds=2, rootfs_fill=16 * MIB, rootfs_rounds=1)
+              image_starts=3, volume_binds=2, rootfs_fill=16 * MIB, rootfs_rounds=1, density=4)
 
 BENCHMARKS = {
     "pipe": lambda w, s: bench_ingest.pipe_ingest(w, s.pipe_bytes, s.random_bytes, s.pipe_runs, s.install),
