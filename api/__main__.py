@@ -15,6 +15,7 @@ from session_supervisor.infra.settings import Settings
 from . import image_cli
 from .data_dir import default_data_dir, is_loopback_host
 from .edge_flags import add_edge_arguments, edge_settings
+from .flag_types import whole_number
 from .snapshot_flags import add_snapshot_arguments, snapshot_settings
 from .operator_log import LEVELS, configure_logging, set_process_title, startup_line
 
@@ -42,25 +43,10 @@ def reexec_with_malloc_tuning(argv: list[str]) -> None:
     os.execve(sys.executable, [sys.executable, "-m", "session_supervisor.api", *argv], env)
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 1 <= value <= 4_194_304:  # the kernel's PID_MAX_LIMIT
-        raise argparse.ArgumentTypeError(f"must be between 1 and 4194304, not {value}")
-    return value
-
-
-def table_bound(text: str) -> int:
-    """A per-sandbox kernel-table bound: 0 (none) up to the conntrack table's own size."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 0 <= value <= 4_194_304:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 4194304, not {value}")
-    return value
+# A pid bound: up to the kernel's PID_MAX_LIMIT.
+positive_int = whole_number(1, 4_194_304)
+# A per-sandbox kernel-table bound: 0 (none) up to the conntrack table's own size.
+table_bound = whole_number(0, 4_194_304)
 
 
 _SIZE_UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
@@ -76,14 +62,7 @@ def disk_size(text: str) -> int:
     return int(number) * _SIZE_UNITS[unit]
 
 
-def pool_size(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 0 <= value <= 64:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 64, not {value}")
-    return value
+warm_pool_size = whole_number(0, 64)  # warm units per template shape
 
 
 def lease_seconds(text: str) -> float:
@@ -154,7 +133,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                        default=env("SESSIOND_VOLUME_QUOTA", "256Gi"),
                        help="what one team's volumes (their sizes) and volume snapshots (their blocks) may "
                             "take in all: past it 429 quota_exceeded (env SESSIOND_VOLUME_QUOTA; default %(default)s)")
-    serve.add_argument("--warm-pool", type=pool_size, metavar="N", default=env("SESSIOND_WARM_POOL", "2"),
+    serve.add_argument("--warm-pool", type=warm_pool_size, metavar="N", default=env("SESSIOND_WARM_POOL", "2"),
                        help="sandboxes' worth of networks, cgroups, uids and disks kept made ahead for each "
                             "template in use, so a claim takes them instead of making them; 0: none "
                             "(env SESSIOND_WARM_POOL; default %(default)s)")

@@ -5,6 +5,8 @@ import argparse
 import os
 import re
 
+from .flag_types import whole_number
+
 _DOMAIN = re.compile(r"^(?=.{1,200}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
 
 
@@ -15,14 +17,7 @@ def domain(text: str) -> str:
     return value
 
 
-def port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port: {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 65535, not {value}")
-    return value
+port = whole_number(0, 65535, "a port")
 
 
 def interval(text: str) -> float:
