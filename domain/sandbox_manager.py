@@ -208,6 +208,13 @@ class SandboxManager:
             return local
         return [sandbox for sandbox in local if visible_to.sees(sandbox.team_id)]
 
+    def page(self, visible_to: Principal, offset: int, limit: int) -> tuple[list[Sandbox], int] | None:
+        """A page of the sandboxes the caller sees, newest first, and how many there are, at the
+        cost of the page; None with more than one node (then every journal counts: ``list_all``)."""
+        if self.ownership.clustered:
+            return None
+        return self.registry.page(None if visible_to.all_teams else visible_to.team_id, offset, limit)
+
     async def shutdown(self) -> None:
         await self.placement.stop()
         await self.deadlines.checkpoint_all()  # what is left could not be checkpointed: end it as before

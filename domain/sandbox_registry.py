@@ -93,7 +93,8 @@ class SandboxRegistry:
         self._gates: dict[str, RuntimeGate] = {}
         self._retiring: dict[str, asyncio.Task] = {}  # deletes answered, their tear-down still running
         self._order: list[tuple[int, str]] = []  # (-created_ns, id) of every sandbox above, sorted
-        self._in_order: set[str] = set()
+        self._team_order: dict[str, list[tuple[int, str]]] = {}  # the same, per team
+        self._in_order: dict[str, tuple[tuple[int, str], str]] = {}  # id -> its key and team, as listed
         self._tasks = TaskOwner("sandbox registry")
         # Read-only views: only this class changes the tables (tests/test_layering.py checks it).
         self.running: Mapping[str, SandboxRuntime] = MappingProxyType(self._running)
@@ -132,15 +133,28 @@ class SandboxRegistry:
         costs no sort however many there are)."""
         return [self.sandbox(sandbox_id) for _key, sandbox_id in self._order]
 
-    def _listed(self, sandbox: Sandbox) -> None:
-        if sandbox.id not in self._in_order:
-            self._in_order.add(sandbox.id)
-            bisect.insort(self._order, (-sandbox.created_ns, sandbox.id))
+    def page(self, team_id: str | None, offset: int, limit: int) -> tuple[list[Sandbox], int]:
+        """A page of the sandboxes of one team (None: of every team), newest first, and how many
+        there are: the cost of the page, however many sandboxes the node holds."""
+        order = self._order if team_id is None else self._team_order.get(team_id, [])
+        return [self.sandbox(sandbox_id) for _key, sandbox_id in order[offset:offset + limit]], len(order)
 
-    def _unlisted(self, sandbox_id: str, created_ns: int) -> None:
-        if sandbox_id in self._in_order:
-            self._in_order.discard(sandbox_id)
-            del self._order[bisect.bisect_left(self._order, (-created_ns, sandbox_id))]
+    def _listed(self, sandbox: Sandbox | FailedSandbox) -> None:
+        if sandbox.id not in self._in_order:
+            key = (-sandbox.created_ns, sandbox.id)
+            self._in_order[sandbox.id] = (key, sandbox.team_id)
+            bisect.insort(self._order, key)
+            bisect.insort(self._team_order.setdefault(sandbox.team_id, []), key)
+
+    def _unlisted(self, sandbox_id: str) -> None:
+        listed = self._in_order.pop(sandbox_id, None)
+        if listed is not None:  # removed by the key it was listed under, whatever its record says now
+            key, team_id = listed
+            del self._order[bisect.bisect_left(self._order, key)]
+            team = self._team_order[team_id]
+            del team[bisect.bisect_left(team, key)]
+            if not team:
+                del self._team_order[team_id]
 
     def gate(self, sandbox_id: str) -> RuntimeGate:
         """The sandbox's gate (made on first use: callers check ``knows`` first)."""
@@ -181,7 +195,7 @@ class SandboxRegistry:
         """What this node knew of a parked sandbox is stale (another node has it, or it is gone)."""
         stale = self._parked.pop(sandbox_id, None)
         if stale is not None and sandbox_id not in self._running:
-            self._unlisted(sandbox_id, stale.created_ns)
+            self._unlisted(sandbox_id)
 
     # ---- the one tear-down ---------------------------------------------------------------------------
     async def retire(self, sandbox_id: str, how: Retirement, *, runtime: SandboxRuntime | None = None,
@@ -199,8 +213,8 @@ class SandboxRegistry:
             if how.removes_sandbox:
                 self._parked.pop(sandbox_id, None)
                 self._failed.pop(sandbox_id, None)
-            if known is not None and not self.knows(sandbox_id):
-                self._unlisted(sandbox_id, known.created_ns)
+            if not self.knows(sandbox_id):
+                self._unlisted(sandbox_id)
         if runtime is not None:
             if how.records_nothing:
                 runtime.store.released = True  # the lease or the claim is gone: nothing more is committed
