@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .image_archive import ImageArchiveError, ImageError, archive_transport, check_layout_layers, image_config
+from .mount_scope import outside_own_bind
 
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._/:-]{0,254}$")
@@ -140,9 +141,7 @@ class ImageStore:
         staging.mkdir(mode=0o755)
         try:
             for source, target in ((layout, "oci"), (rootfs, "rootfs")):
-                linked = subprocess.run(["cp", "-al", str(source), str(staging / target)], capture_output=True)
-                if linked.returncode != 0:
-                    shutil.rmtree(staging / target, ignore_errors=True)
+                if not self._link_tree(Path(source), staging / target):
                     _run(["cp", "-a", str(source), str(staging / target)], "cp")
             size = sum(p.stat().st_size for p in (staging / "oci" / "blobs" / "sha256").iterdir())
             meta = {"name": name, "digest": digest, "size": size, "config": image_config(staging / "oci", digest),
@@ -152,6 +151,17 @@ class ImageStore:
             return self.get(digest)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+    def _link_tree(self, source: Path, target: Path) -> bool:
+        """``source`` hard-linked at ``target``; False (nothing left) when it cannot be. A running
+        server's data dir is a bind of itself (``infra.mount_scope``), which link(2) will not
+        cross even on one filesystem: then the links are made where that bind is taken away."""
+        argv = ["cp", "-al", str(source), str(target)]
+        for attempt in (argv, outside_own_bind(self.root.parent, argv)):
+            if attempt is not None and subprocess.run(attempt, capture_output=True).returncode == 0:
+                return True
+            shutil.rmtree(target, ignore_errors=True)
+        return False
 
     def remove(self, digest_or_reference: str) -> Image:
         digest = digest_or_reference

@@ -73,3 +73,16 @@ def release_data_dir(data_dir: Path) -> None:
         log.warning("could not undo the data dir's bind: %s", problem)
         return
     mark.unlink(missing_ok=True)
+
+
+def outside_own_bind(data_dir: Path, argv: list[str]) -> list[str] | None:
+    """``argv`` wrapped to run where the data dir is not the server's bind of itself: in a mount
+    namespace of its own with that bind taken away, so the path is the data dir's plain directory
+    on its filesystem. link(2) refuses to cross a mount even within one filesystem, so hard links
+    from elsewhere (a build cache) into the data dir need it. None when there is no such bind."""
+    if not _mark(data_dir).exists():
+        return None
+    data = str(Path(data_dir).resolve())
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", 'umount -l -- "$0" && exec "$@"',
+            data, *argv]
+
