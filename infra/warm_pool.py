@@ -53,13 +53,18 @@ class WarmPool:
 
     async def stop(self) -> None:
         """The refill ends (after the item it is making), then every stocked item is removed."""
+        await asyncio.to_thread(self.halt)
+        for stock in self.stocks:
+            await asyncio.to_thread(stock.drain)
+
+    def halt(self) -> None:
+        """The refill ends after the item it is making, and what is stocked stays where it is, as
+        a killed server leaves it (the scenarios' crash: the thread would outlive the "process")."""
         self._stopping = True
         self._stopped.set()
         self._wake.set()
         if self._thread is not None:
-            await asyncio.to_thread(self._thread.join, 120)
-        for stock in self.stocks:
-            await asyncio.to_thread(stock.drain)
+            self._thread.join(120)
 
     def counts(self) -> dict[str, StockCounts]:
         return {stock.kind: stock.snapshot() for stock in self.stocks}

@@ -131,6 +131,8 @@ class World:
         for task in victims:
             task.cancel()
         await asyncio.gather(*victims, return_exceptions=True)
+        if container.warm_pool is not None:  # a thread, which the process's death would have ended
+            await asyncio.to_thread(container.warm_pool.halt)
         # The writer goes first: it finishes what it already holds, and only then are the
         # stores closed (closing a connection the writer is using can crash the process).
         await asyncio.to_thread(container.writer.close)
