@@ -120,6 +120,16 @@ def claim_sandbox(http: httpx.Client, template="default") -> str:
     return data["sandbox_id"]
 
 
+def listed_sandbox_ids(http: httpx.Client) -> set[str]:
+    """The id of every sandbox the list shows, page by page."""
+    ids: set[str] = set()
+    while True:
+        page = ok(http.get("/api/v1/sandboxes", params={"limit": 200, "offset": len(ids)}), 200)
+        ids |= {s["id"] for s in page["sandboxes"]}
+        if not page["has_more"]:
+            return ids
+
+
 def create_session(http, sb, spec, key=None, status=201) -> dict:
     headers = {"Idempotency-Key": key} if key else {}
     return ok(http.post(spath(sb), json=spec, headers=headers), status)

@@ -11,20 +11,10 @@ import threading
 import httpx
 
 from tests.conftest import make_http
-from tests.helpers import TOKEN, err, ok, wait_for
+from tests.helpers import TOKEN, err, listed_sandbox_ids, ok, wait_for
 from tests.serverproc import ServerProcess
 
 U = "/api/v1/sandboxes"
-
-
-def listed_ids(http) -> set[str]:
-    ids, offset = set(), 0
-    while True:
-        page = ok(http.get(U, params={"limit": 200, "offset": offset}), 200)
-        ids |= {s["id"] for s in page["sandboxes"]}
-        if not page["has_more"]:
-            return ids
-        offset += 200
 
 
 def test_a_sandbox_whose_store_cannot_load_is_listed_as_failed_and_can_be_deleted(tmp_path):
@@ -82,7 +72,7 @@ def test_kill_9_during_claims_leaves_no_sandbox_directory_the_list_does_not_show
             on_disk = {p.name for p in (server.data_dir / "sandboxes").iterdir()}
             server.start()
             with make_http(server.url) as http:
-                listed = listed_ids(http)
+                listed = listed_sandbox_ids(http)
             after = {p.name for p in (server.data_dir / "sandboxes").iterdir()}
             strays_seen += len(on_disk - listed)
             assert after == listed, (attempt, sorted(after - listed))

@@ -16,7 +16,7 @@ import pytest
 
 from session_supervisor.infra.sandbox_images import WARM_PREFIX
 from tests.conftest import make_http
-from tests.helpers import TOKEN, err, ok, wait_for
+from tests.helpers import TOKEN, err, listed_sandbox_ids, ok, wait_for
 from tests.serverproc import ServerProcess
 from tests.snapshots.conftest import needs_disks
 from tests.snapshots.helpers import SB, claim, read, run, write
@@ -33,16 +33,6 @@ def temporaries(data: Path) -> list[str]:
             dirs.remove("disk")  # a sandbox's mounted filesystem: the tenant's own files
         found += [os.path.join(root, n) for n in dirs + files if n.startswith(".tmp-")]
     return found
-
-
-def every_sandbox(http) -> set[str]:
-    """The ids of every listed sandbox, page by page (back-to-back forks make more than a page)."""
-    found: set[str] = set()
-    while True:
-        page = ok(http.get(SB, params={"limit": 200, "offset": len(found)}), 200)
-        found |= {s["id"] for s in page["sandboxes"]}
-        if not page["has_more"]:
-            return found
 
 
 def copying(data: Path) -> bool:
@@ -150,7 +140,7 @@ def test_kill_9_at_random_moments_of_reflinked_copies_leaves_each_done_or_gone(t
                 assert temporaries(data) == [], "the start-up sweep left temporary copies"
                 listed = {s["id"] for s in ok(http.get(f"{SB}/{sb}/snapshots"), 200)["snapshots"]}
                 assert set(os.listdir(data / "disk-pool" / "snapshots")) == listed
-                sandboxes = every_sandbox(http)
+                sandboxes = listed_sandbox_ids(http)  # back-to-back forks make more than a page
                 # The new server's warm pool makes disks for sandboxes not claimed yet (.warm-…).
                 disks = {n.removesuffix(".img") for n in os.listdir(data / "disk-pool" / "disks")
                          if not n.startswith(WARM_PREFIX)}
